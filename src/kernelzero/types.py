@@ -1,0 +1,154 @@
+"""Records that pass between kernelzero's stages.
+
+Every record that crosses a stage boundary (and so may be written to JSONL, sent over HTTP or cached)
+is a frozen dataclass here, with one comment per field. Records are built by their owning package
+(`tasks/` builds `Task` and `TaskCheck`, `verify/` builds `Verdict`) and only read elsewhere.
+
+`to_dict()` / `from_dict()` give plain JSON-ready dicts; unknown keys in `from_dict` are an error,
+so a record written by a newer version fails loudly instead of losing fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a record (tuples become lists)."""
+    return dataclasses.asdict(record)
+
+
+def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+    """Rebuild a record of type `cls` from `to_dict` output; unknown keys raise ValueError."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown fields {sorted(unknown)}")
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A reference problem in KernelBench format: `Model`, `get_inputs()`, `get_init_inputs()`.
+
+    The source is kept exactly as loaded; size overrides live beside it in `sizes` and are applied
+    to the module's globals before `get_inputs()` / `get_init_inputs()` run, so the text a Coder
+    sees and the sizes it is tested at stay separate.
+    """
+
+    name: str  # unique within its suite: "level1/19_ReLU", "kz-basic/level2/3_Gemm_Gelu"
+    source: str  # the reference module's Python source, unchanged
+    suite: str = ""  # where it came from: "kz-basic", "kernelbench", a folder or file path
+    level: int | None = None  # KernelBench level (1-4) when known
+    problem_id: int | None = None  # id from the file name ("19_ReLU.py" -> 19) when known
+    sizes: dict[str, int] = field(default_factory=dict)  # module globals overridden before inputs are made
+    presets: dict[str, dict[str, int]] = field(default_factory=dict)  # named size sets, e.g. {"smoke": {...}}
+    atol: float | None = None  # per-task absolute tolerance; None = the verifier's default
+    rtol: float | None = None  # per-task relative tolerance; None = the verifier's default
+    note: str = ""  # why the task carries a quirk (tolerance, sizes), shown in reports
+
+    @property
+    def key(self) -> str:
+        """`suite:name`, unique across suites."""
+        return f"{self.suite}:{self.name}" if self.suite else self.name
+
+
+@dataclass(frozen=True)
+class TaskCheck:
+    """What the contract check found out about one task (run in a child process)."""
+
+    name: str  # Task.name
+    ok: bool  # the task satisfies the contract (and, when asked, is not degenerate)
+    error: str = ""  # error kind when not ok, one of tasks.check.ERROR_KINDS
+    message: str = ""  # short human-readable explanation, bounded in length
+    task_hash: str = ""  # tasks.hashing.task_hash of the checked task
+    sizes: dict[str, int] = field(default_factory=dict)  # the size globals actually used (after overrides)
+    input_shapes: tuple[str, ...] = ()  # "float32[128, 4096]" per input, in order
+    output_shapes: tuple[str, ...] = ()  # the same for the output(s)
+    degenerate: tuple[str, ...] = ()  # reasons a trivial answer would pass ("zeros", "constant", ...)
+    seconds: float = 0.0  # wall time of the whole check, child start-up included
+    forward_ms: float | None = None  # one eager forward on the checking device, after a warm-up
+    device: str = "cpu"  # where the forward ran
+
+
+# Verdict statuses, a closed set. `verify/__init__.py` documents which failure maps to which.
+STATUSES = (
+    "correct",  # every correctness trial matched within tolerance
+    "compiled",  # no GPU here: the CUDA source compiled for the target GPU, nothing could run
+    "format_error",  # no code, not valid Python, or no `ModelNew` class
+    "compile_error",  # the CUDA extension or a Triton kernel failed to compile
+    "runtime_error",  # an exception while importing, constructing or calling ModelNew
+    "timeout",  # the sample ran past its time limit and was killed
+    "crash",  # the process died (signal, illegal memory access, exit without a result)
+    "oom",  # out of GPU memory, or past the host-memory limit
+    "shape_mismatch",  # wrong number, type or shape of outputs
+    "dtype_mismatch",  # an output has the wrong dtype
+    "nan_or_inf",  # an output holds NaN or Inf where the reference does not
+    "mismatch",  # outputs differ beyond the tolerance
+    "input_mutated",  # the candidate changed its inputs
+)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The worst disagreement between a candidate output and the reference."""
+
+    trial: int  # correctness trial (0-based); -1 for outputs checked during timing
+    output: int  # index of the output tensor
+    index: tuple[int, ...]  # position of the worst element
+    expected: float  # reference value there
+    got: float  # candidate value there
+    max_abs_err: float  # over the whole output
+    max_rel_err: float  # over the whole output, |got - expected| / (|expected| + 1e-12)
+    bad_fraction: float  # share of elements outside the tolerance
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Device-time statistics of one function over timed calls, in milliseconds."""
+
+    median_ms: float  # the reported number
+    mean_ms: float  # for KernelBench's protocol, which reports the mean
+    p10_ms: float  # spread: 10th percentile
+    p90_ms: float  # spread: 90th percentile
+    calls: int  # timed calls (warm-up excluded)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verifier's judgement of one candidate on one task. JSON-serialisable via `to_dict`."""
+
+    status: str  # one of STATUSES
+    task: str  # Task.name
+    task_hash: str  # tasks.hashing.task_hash of the task as verified (sizes included)
+    candidate_hash: str  # sha256 (16 hex) of the candidate source as run
+    backend: str  # "cuda" or "triton"
+    profile: str  # verifier profile: "default", "strict" or "kernelbench"
+    device: str  # "cpu" or the GPU's name
+    stage: str  # how far verification got: extract, load, build, init, correctness, timing, done
+    message: str = ""  # one-line summary of the failure ("" when correct)
+    feedback: str = ""  # a few lines a Coder could act on in a multi-turn loop
+    error_log: str = ""  # compiler log tail or traceback tail, bounded
+    exit_signal: str = ""  # e.g. "SIGSEGV" when the candidate's process died from a signal
+    exit_code: int | None = None  # the candidate process's exit code when it exited without a result
+    mismatch: Mismatch | None = None  # the worst disagreement, for mismatch-type statuses
+    trials: int = 0  # correctness trials that ran
+    trials_passed: int = 0  # correctness trials that matched
+    params: str = ""  # "loaded" (Model's state_dict loaded strictly into ModelNew) or "seeded" (same seed only)
+    atol: float = 0.0  # tolerance used
+    rtol: float = 0.0  # tolerance used
+    precision: str = "fp32"  # fp32, fp16 or bf16
+    timing: Timing | None = None  # the candidate's timing (correct candidates on a GPU only)
+    ref_eager: Timing | None = None  # the reference's eager timing
+    ref_compile: Timing | None = None  # the reference under torch.compile, when asked for
+    speedup_eager: float | None = None  # ref_eager / timing (median; mean in the kernelbench profile)
+    speedup_compile: float | None = None  # ref_compile / timing
+    timing_note: str = ""  # why timing fields are empty (no GPU, not correct, ...)
+    notes: tuple[str, ...] = ()  # caveats: bf16 run in the interpreter, sandbox without user drop ...
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
+    versions: dict[str, str] = field(default_factory=dict)  # torch, triton, python, kernelzero

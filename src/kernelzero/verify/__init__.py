@@ -1,0 +1,140 @@
+"""The verifier: the only code in kernelzero that runs generated code.
+
+    from kernelzero.verify import verify, options_for
+    verdict = verify(task, completion_or_source, "triton", options_for("default"))
+
+`verify()` extracts the code, rejects what is not a Python module defining `ModelNew`, then runs a
+trusted *judge* process (`judge.py`) that builds the reference, draws inputs from a secret seed and
+keeps the expected outputs, and an untrusted *worker* process (`worker.py`) in a sandbox
+(`sandbox.py`) that imports the candidate and runs it. Without a GPU, Triton candidates run through
+Triton's interpreter with bounds checks (`triton_interp.py`) and are then compiled for sm_90
+(`gpu_check.py`); CUDA candidates get a compile check of their sources with nvcc
+(`cuda_source.py`) and the status `compiled`.
+
+Statuses (a closed set, `kernelzero.types.STATUSES`) and what maps to them:
+
+| status | when |
+|---|---|
+| format_error | no code in the completion; not valid Python; no `class ModelNew(nn.Module)` |
+| compile_error | `load_inline` build failed; a Triton kernel failed to compile (on the GPU, or for sm_90 on CPU); nvcc rejected the CUDA source (CPU) |
+| runtime_error | an exception importing the module, constructing ModelNew or in forward; an out-of-bounds access caught by the interpreter's bounds check |
+| timeout | no reply within the limit (build: `build_timeout_s`; a call: max(floor, scale x reference time)) |
+| crash | the worker died: a signal (SIGSEGV ...), an illegal memory access / CUDA launch failure, an exit without a result (`os._exit(0)` included) |
+| oom | CUDA out of memory, or the worker's resident memory passed `host_mem_gb` |
+| shape_mismatch | wrong number or type of outputs, or a wrong shape |
+| dtype_mismatch | an output's dtype differs from the reference's |
+| nan_or_inf | NaN/Inf where the reference is finite |
+| mismatch | values outside atol + rtol * abs(expected), in a correctness trial or in a timed call |
+| input_mutated | an input tensor differs after the call |
+| compiled | no GPU: the CUDA source compiled for the target GPU; nothing ran |
+| correct | all trials matched (and, on a GPU, the timed calls' outputs too) |
+
+Threat model (what is and is not protected) is in README.md, "The verifier's trust model".
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from kernelzero.tasks.hashing import task_hash
+from kernelzero.types import Mismatch, Task, Timing, Verdict, to_dict
+from kernelzero.verify.extract import extract_code
+from kernelzero.verify.feedback import feedback_for
+from kernelzero.verify.options import BACKENDS, VerifyOptions, options_for, tolerances
+
+__all__ = ["Verdict", "VerifyOptions", "extract_code", "options_for", "verdict_from_dict", "verify"]
+
+
+def verdict_from_dict(data: dict) -> Verdict:
+    """Rebuild a Verdict from `to_dict` output (nested records included)."""
+    data = dict(data)
+    if data.get("mismatch"):
+        data["mismatch"] = Mismatch(**{**data["mismatch"], "index": tuple(data["mismatch"]["index"])})
+    for key in ("timing", "ref_eager", "ref_compile"):
+        if data.get(key):
+            data[key] = Timing(**data[key])
+    data["notes"] = tuple(data.get("notes", ()))
+    return Verdict(**data)
+
+
+def _early(task: Task, source: str, backend: str, opts: VerifyOptions, status: str, stage: str, message: str,
+           **extra) -> Verdict:  # fmt: skip
+    from kernelzero.verify.judge import candidate_hash
+
+    atol, rtol = tolerances(opts, task.atol, task.rtol)
+    v = Verdict(status=status, task=task.name, task_hash=task_hash(task), candidate_hash=candidate_hash(source),
+                backend=backend, profile=opts.profile, device=extra.pop("device", "cpu"), stage=stage,
+                message=message, atol=atol, rtol=rtol, precision=opts.precision, **extra)  # fmt: skip
+    return replace(v, feedback=feedback_for(v))
+
+
+def format_problem(source: str) -> str:
+    """'' if `source` parses and defines a class ModelNew at top level, else what is wrong."""
+    if not source.strip():
+        return "no code found in the completion"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"not valid Python: line {exc.lineno}: {exc.msg}"
+    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
+        return "the code defines no top-level `class ModelNew`"
+    return ""
+
+
+def _gpu_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def verify(task: Task, candidate: str, backend: str, options: VerifyOptions | None = None) -> Verdict:
+    """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults."""
+    opts = options or options_for()
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    source = extract_code(candidate)
+    problem = format_problem(source)
+    if problem:
+        return _early(task, source, backend, opts, "format_error", "extract", problem)
+    gpu = _gpu_available() and opts.device != "cpu"
+    if backend == "cuda" and not gpu:
+        from kernelzero.verify.cpu_cuda import verify_cuda_without_gpu
+
+        return verify_cuda_without_gpu(task, source, opts)
+    return _run_judge(task, source, backend, opts)
+
+
+def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions) -> Verdict:
+    budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
+    with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
+        request, result = Path(tmp, "request.json"), Path(tmp, "result.json")
+        request.write_text(json.dumps({"task": to_dict(task), "source": source, "backend": backend,
+                                       "options": asdict(opts)}))  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.judge", str(request), str(result)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=env)  # fmt: skip
+        try:
+            out, _ = proc.communicate(timeout=budget)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            return _early(task, source, backend, opts, "timeout", "judge", f"verification took over {budget:.0f} s")
+        if not result.exists():
+            tail = out.decode(errors="replace")[-1500:]
+            return _early(task, source, backend, opts, "crash", "judge",
+                          f"the verifier's judge process died (exit {proc.returncode})", error_log=tail)  # fmt: skip
+        payload = json.loads(result.read_text())
+    if "error" in payload:
+        raise ValueError(payload["error"])
+    verdict = verdict_from_dict(payload["verdict"])
+    return replace(verdict, stage_seconds={**verdict.stage_seconds, "total": round(time.monotonic() - start, 3)})

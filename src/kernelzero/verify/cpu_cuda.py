@@ -1,0 +1,57 @@
+"""CUDA candidates on a machine without a GPU: as far as a compiler goes.
+
+The candidate's `load_inline` calls are captured in a child process (nothing is built or run),
+then each one's CUDA source is compiled for the target GPU with nvcc and its C++ source
+syntax-checked (`cuda_source.py`). The verdict is `compiled` (stage "build": nothing ran), or
+`compile_error` with the compiler's first errors, or `format_error` / `runtime_error` when the
+module does not even import that far. A candidate that never calls `load_inline` has no CUDA to
+check: `compile_error` with that message (a CUDA candidate must build its kernels).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from kernelzero.types import Task, Verdict
+from kernelzero.verify.cuda_source import CaptureError, capture_load_inline, compile_check
+from kernelzero.verify.options import VerifyOptions
+
+
+def verify_cuda_without_gpu(task: Task, source: str, opts: VerifyOptions) -> Verdict:
+    from kernelzero.verify import _early
+
+    start = time.perf_counter()
+    arch = f"sm_{opts.target_arch}"
+    with tempfile.TemporaryDirectory(prefix="kz-cuda-") as tmp:
+        path = Path(tmp, "candidate.py")
+        path.write_text(source)
+        try:
+            builds = capture_load_inline(str(path), timeout_s=opts.build_timeout_s)
+        except CaptureError as exc:
+            status = "format_error" if exc.exc_type == "SyntaxError" else "timeout" if exc.kind == "timeout" else "runtime_error"
+            return _early(task, source, "cuda", opts, status, "load", exc.message, error_log=exc.traceback_tail)
+        if not builds:
+            return _early(task, source, "cuda", opts, "compile_error", "build",
+                          "the candidate builds no CUDA extension (no load_inline call at import)")  # fmt: skip
+        if not opts.compile_check:
+            return _early(task, source, "cuda", opts, "compiled", "load", "compile check skipped (no GPU)",
+                          notes=("no GPU and compile_check off: only the import was checked",))  # fmt: skip
+        notes = []
+        for i, build in enumerate(builds):
+            result = compile_check(build, arch=arch, workdir=Path(tmp, f"build{i}"), timeout_s=opts.build_timeout_s)
+            if result.ok is False:
+                status = "timeout" if result.stage == "timeout" else "compile_error"
+                return _early(task, source, "cuda", opts, status, "build",
+                              f"{build.name}: {result.stage} compile failed for {arch}", error_log=result.log_tail)  # fmt: skip
+            if result.ok is None:
+                notes.append(f"{build.name}: could not be compile-checked here ({result.stage})")
+            else:
+                regs = f", max {result.max_registers} registers" if result.max_registers else ""
+                notes.append(f"{build.name}: compiled for {arch} in {result.seconds:.1f} s{regs}")
+    verdict = _early(task, source, "cuda", opts, "compiled", "build",
+                     "compiles for the target GPU; not run (no GPU here)", notes=tuple(notes),
+                     timing_note="no GPU: nothing ran")  # fmt: skip
+    return replace(verdict, stage_seconds={"compile_check": round(time.perf_counter() - start, 3)})

@@ -1,0 +1,653 @@
+"""Capture the `load_inline` builds of a CUDA candidate and compile-check them without a GPU.
+
+What: `capture_load_inline(path, timeout_s)` runs a candidate module in a fresh Python process in which
+`torch.utils.cpp_extension.load_inline` only records its arguments, and returns them as `InlineBuild`s.
+`compile_check(build, arch=..., workdir=...)` writes the two files `load_inline` (torch 2.13) would write,
+`main.cpp` (`#include <torch/extension.h>`, the cpp sources, generated pybind bindings for `functions`)
+and `cuda.cu` (`torch/types.h`, `cuda.h`, `cuda_runtime.h`, the cuda sources), then runs
+`nvcc -cubin -Xptxas -v` on `cuda.cu` for the target (front end, device code, ptxas: registers and
+spills) and, by default and at the same time, `c++ -fsyntax-only` on `main.cpp`, with torch's flags.
+
+Why: without a GPU these are the only checks a CUDA candidate can get, and the compiler's first errors are
+the feedback a Coder can act on. CPU wheels of torch lack some headers that `ATen/cuda/CUDAContext.h`
+needs; `cuda_stubs/` stands in for them (real headers in the CUDA include folder come first and win).
+A candidate that really calls cuBLAS & co. cannot be checked here: that is `ok=None`, stage
+`needs_headers`, not a compile error. Line numbers in logs are those of `load_inline`'s files
+(`cuda.cu` has 3 header lines before the first cuda source).
+
+How to run: `python -m kernelzero.verify.cuda_source CANDIDATE.py [--arch sm_90] [--no-cpp]` prints the
+captured builds' compile results as JSON lines.
+
+Protected: the candidate runs in a child process of its own session (the whole group is killed on
+timeout), in its own temp dir with a scrubbed environment (PATH only; HOME/TMPDIR point to the temp dir;
+no GPU visible), started with `python -I`; builds made after the import (in `__init__`/`forward`) are
+not seen. Compilers run with a scrubbed environment, a hard timeout and only allow-listed candidate
+flags (no `-ccbin`, `--run`, `-o`, `-Xlinker`, `-fplugin`, ...). Not protected: the candidate's import
+can read and write what this user can (filesystem, network, memory), can forge its result file (capture
+is advisory; the real build on a GPU host decides), and an `#include` of any readable file can echo
+its lines into the log. Linux only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import traceback
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelzero.types import from_dict, to_dict
+
+LOG_LIMIT = 4000  # characters of compiler output kept in CompileResult.log_tail
+TRACEBACK_LIMIT = 2000  # characters of a candidate's traceback kept in CaptureError
+CAPTURE_ERROR_KINDS = ("import_error", "timeout", "crash", "bad_result")
+COMPILE_STAGES = ("compiled", "cuda", "cpp", "timeout", "no_compiler", "needs_headers", "nothing_to_check")
+STUB_DIR = Path(__file__).parent / "cuda_stubs"
+# What load_inline prepends to the .cu file, and what torch adds to every nvcc call (torch 2.13).
+CUDA_PRELUDE = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")
+TORCH_NVCC_FLAGS = (
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+)
+
+
+@dataclass(frozen=True)
+class InlineBuild:
+    """The arguments of one `load_inline` call, as the candidate made it."""
+
+    name: str  # extension name; becomes -DTORCH_EXTENSION_NAME
+    cpp_sources: tuple[str, ...]  # C++ source strings, joined into main.cpp
+    cuda_sources: tuple[str, ...]  # CUDA source strings, joined into cuda.cu
+    functions: tuple[str, ...] | None  # names to bind with pybind; None: the sources bind themselves
+    extra_cflags: tuple[str, ...] = ()  # flags for the C++ compiler (main.cpp)
+    extra_cuda_cflags: tuple[str, ...] = ()  # flags for nvcc (cuda.cu)
+    extra_include_paths: tuple[str, ...] = ()  # -I folders for both compilers
+    with_cuda: bool | None = None  # None: decided by whether there are cuda sources
+    extra_ldflags: tuple[str, ...] = ()  # linker flags (recorded; a compile check does not link)
+    no_implicit_headers: bool = False  # True: load_inline adds no #include lines
+    with_pytorch_error_handling: bool = True  # bindings go through torch::wrap_pybind_function
+
+
+@dataclass(frozen=True)
+class KernelUsage:
+    """What ptxas reports for one kernel entry."""
+
+    name: str  # the entry's mangled name, e.g. _Z11relu_kernelPKfPfl
+    registers: int  # registers per thread
+    spill_stores: int  # bytes spilled to local memory
+    spill_loads: int  # bytes reloaded from local memory
+    stack_bytes: int  # stack frame per thread
+    shared_bytes: int  # static shared memory per block
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """Outcome of compile-checking one InlineBuild."""
+
+    ok: bool | None  # True compiles; False does not (or timed out); None could not be checked here
+    stage: str  # where it ended, one of COMPILE_STAGES
+    log_tail: str  # first errors with file:line first, bounded by LOG_LIMIT
+    seconds: float  # wall time of the check
+    arch: str = ""  # target, e.g. sm_90
+    kernels: tuple[KernelUsage, ...] = ()  # ptxas resource usage per kernel (when nvcc got that far)
+    ignored_flags: tuple[str, ...] = ()  # candidate flags not passed on: target-arch flags, unlisted flags
+
+    @property
+    def max_registers(self) -> int | None:
+        return max((k.registers for k in self.kernels), default=None)
+
+    @property
+    def spill_bytes(self) -> int:
+        return sum(k.spill_stores + k.spill_loads for k in self.kernels)
+
+
+class CaptureError(Exception):
+    """The candidate could not be imported far enough to see its builds."""
+
+    def __init__(self, kind: str, message: str, exc_type: str = "", traceback_tail: str = ""):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind  # one of CAPTURE_ERROR_KINDS
+        self.message = message
+        self.exc_type = exc_type  # the candidate's exception class name, e.g. "SyntaxError"
+        self.traceback_tail = traceback_tail  # last TRACEBACK_LIMIT characters of its traceback
+
+
+# ---------------------------------------------------------------------------------------------- capture
+
+
+def capture_load_inline(candidate_path: str, timeout_s: float) -> list[InlineBuild]:
+    """Import the candidate in a child process and return its `load_inline` calls, in order ([] if none).
+
+    Raises CaptureError when the import fails before any call (`import_error`, with the exception type and
+    traceback tail), hangs (`timeout`) or dies without a result (`crash`).
+    """
+    source = Path(candidate_path).read_text()
+    with tempfile.TemporaryDirectory(prefix="kz-capture-") as tmp:
+        work = Path(tmp)
+        target = work / "candidate.py"
+        target.write_text(source)
+        result = work / "capture.json"
+        bootstrap = (
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from kernelzero.verify.cuda_source import _child_main; sys.exit(_child_main(sys.argv[2:]))"
+        )
+        src_root = str(Path(__file__).resolve().parents[2])
+        argv = [sys.executable, "-I", "-B", "-c", bootstrap, src_root, str(target), str(result)]
+        log = work / "output.log"
+        (code,), timed_out = _run_group([(argv, log)], work, _scrubbed_env(work), timeout_s)
+        payload = _read_json(result)
+        output = _read_bounded(log)[-TRACEBACK_LIMIT:]
+    if timed_out:
+        raise CaptureError("timeout", f"importing the candidate took longer than {timeout_s:g} s")
+    if payload is None:
+        raise CaptureError("crash", f"the capture process exited with {code} and no result", "", output)
+    return _builds_from(payload)
+
+
+def _builds_from(payload: dict) -> list[InlineBuild]:
+    try:
+        if not payload["ok"]:
+            raise CaptureError("import_error", payload["message"], payload["exc_type"], payload["traceback"])
+        return [from_dict(InlineBuild, b) for b in payload["builds"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CaptureError("bad_result", f"unreadable capture result: {exc!r}") from None
+
+
+class _CaptureStop(BaseException):
+    """Stops the candidate's import when it uses an extension; BaseException so `except Exception` misses it."""
+
+
+class _Unbuilt(types.ModuleType):
+    """Stands in for a built extension: its functions exist but stop the import when called."""
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def stop(*args, **kwargs):
+            raise _CaptureStop(f"{self.__name__}.{attr} called during import")
+
+        return stop
+
+
+def _child_main(argv: list[str]) -> int:
+    """Child side: patch load_inline, exec the candidate as module `kz_candidate`, write the JSON result.
+
+    The source is compiled before torch is imported, so a syntax error costs no torch import.
+    """
+    candidate, result_path = argv
+    sys.argv = [candidate]
+    builds: list[dict] = []
+    payload: dict = {"ok": True, "builds": builds}
+    try:
+        code = compile(Path(candidate).read_text(), Path(candidate).name, "exec")
+        _patch_load_inline(builds)
+        module = types.ModuleType("kz_candidate")
+        module.__file__ = candidate
+        sys.modules["kz_candidate"] = module
+        exec(code, module.__dict__)
+    except _CaptureStop:
+        pass
+    except BaseException as exc:  # the candidate's own error; after a recorded build it no longer matters
+        if not builds:
+            payload = {"ok": False, "exc_type": type(exc).__name__, "message": str(exc)[:500],
+                       "traceback": _candidate_traceback(exc)}
+    Path(result_path).write_text(json.dumps(payload))
+    return 0
+
+
+def _patch_load_inline(builds: list[dict]) -> None:
+    import torch.utils.cpp_extension as cpp_extension
+
+    signature = inspect.signature(cpp_extension.load_inline)
+
+    def record(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        builds.append(_recorded(bound.arguments))
+        return _Unbuilt(str(bound.arguments["name"]))
+
+    cpp_extension.load_inline = record
+
+
+def _candidate_traceback(exc: BaseException) -> str:
+    """The traceback without this module's own frames (the candidate's frames and the error), bounded."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))[-TRACEBACK_LIMIT:]
+
+
+def _recorded(arguments: dict) -> dict:
+    functions = arguments["functions"]
+    if isinstance(functions, str):
+        functions = [functions]
+    return {
+        "name": str(arguments["name"]),
+        "cpp_sources": _strings(arguments["cpp_sources"]),
+        "cuda_sources": _strings(arguments["cuda_sources"]),
+        "functions": None if functions is None else [str(f) for f in functions],  # a dict gives its keys
+        "extra_cflags": _strings(arguments["extra_cflags"]),
+        "extra_cuda_cflags": _strings(arguments["extra_cuda_cflags"]),
+        "extra_include_paths": _strings(arguments["extra_include_paths"]),
+        "with_cuda": None if arguments["with_cuda"] is None else bool(arguments["with_cuda"]),
+        "extra_ldflags": _strings(arguments["extra_ldflags"]),
+        "no_implicit_headers": bool(arguments.get("no_implicit_headers", False)),
+        "with_pytorch_error_handling": bool(arguments.get("with_pytorch_error_handling", True)),
+    }
+
+
+def _strings(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    items = list(value)
+    if not all(isinstance(item, str) for item in items):
+        raise TypeError(f"load_inline expects a string or a list of strings, got {items!r:.200}")
+    return items
+
+
+# ------------------------------------------------------------------------------------------ compile check
+
+
+def inline_files(build: InlineBuild) -> dict[str, str]:
+    """The files `load_inline` would write for `build`: main.cpp always, cuda.cu when there are cuda sources."""
+    cpp = list(build.cpp_sources)
+    if not build.no_implicit_headers:
+        cpp.insert(0, "#include <torch/extension.h>")
+    if build.functions is not None:
+        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+        for fn in build.functions:
+            target = f"torch::wrap_pybind_function({fn})" if build.with_pytorch_error_handling else fn
+            cpp.append(f'm.def("{fn}", {target}, "{fn}");')
+        cpp.append("}")
+    files = {"main.cpp": "\n".join(cpp)}
+    if build.cuda_sources:
+        prelude = [] if build.no_implicit_headers else list(CUDA_PRELUDE)
+        files["cuda.cu"] = "\n".join(prelude + list(build.cuda_sources))
+    return files
+
+
+def compile_check(
+    build: InlineBuild,
+    *,
+    arch: str = "sm_90",
+    workdir: Path,
+    timeout_s: float = 300,
+    check_cpp: bool = True,
+    cuda_home: str | Path | None = None,
+    cxx: str | None = None,
+) -> CompileResult:
+    """Compile-check `build` for `arch` in `workdir` (created if needed); never runs longer than `timeout_s`.
+
+    `cuda_home` overrides CUDA_HOME / CUDA_PATH / PATH when looking for nvcc; `cxx` is the host compiler
+    (default: `c++` on PATH, as torch uses). `check_cpp=False` skips the ~20 s parse of main.cpp.
+    """
+    if not re.fullmatch(r"sm_\d+[af]?", arch):
+        raise ValueError(f"arch must look like sm_90 or sm_90a, got {arch!r}")
+    start = time.monotonic()
+    files = inline_files(build)
+    nvcc = find_nvcc(cuda_home) if "cuda.cu" in files else None
+    host = cxx or shutil.which("c++") or shutil.which("g++")
+
+    def done(ok: bool | None, stage: str, log: str, **kw) -> CompileResult:
+        return CompileResult(ok, stage, log[:LOG_LIMIT], round(time.monotonic() - start, 3), arch, **kw)
+
+    if "cuda.cu" in files and (nvcc is None or host is None):
+        missing = "nvcc (looked in CUDA_HOME, CUDA_PATH, PATH)" if nvcc is None else "a host C++ compiler"
+        return done(None, "no_compiler", f"no compiler: {missing} not found")
+    if "cuda.cu" not in files and not check_cpp:
+        return done(None, "nothing_to_check", "no cuda sources and the C++ check is off")
+    if host is None:
+        return done(None, "no_compiler", "no compiler: no C++ compiler on PATH")
+    workdir.mkdir(parents=True, exist_ok=True)
+    for fname, text in files.items():
+        (workdir / fname).write_text(text)
+    cuda_include = _cuda_include(nvcc)
+    with_cuda = build.with_cuda if build.with_cuda is not None else bool(build.cuda_sources)
+    includes = _include_flags(build, cuda_include if with_cuda else None)
+    jobs, ignored = [], []
+    if nvcc is not None:
+        argv, dropped = _nvcc_argv(str(nvcc), host, arch, build, includes)
+        jobs.append((argv, workdir / "nvcc.log"))
+        ignored += dropped
+    if check_cpp:
+        argv, dropped = _cxx_argv(host, build, includes)
+        jobs.append((argv, workdir / "cxx.log"))
+        ignored += dropped
+    codes, timed_out = _run_group(jobs, workdir, _scrubbed_env(workdir, host, nvcc), timeout_s)
+    logs = {log.name: _read_bounded(log) for _, log in jobs}
+    failed = [(log.name, code) for (_, log), code in zip(jobs, codes) if code != 0]
+    kernels = tuple(parse_ptxas(logs.get("nvcc.log", "")))
+    text = _report(logs, failed, workdir)
+    extra = {"kernels": kernels, "ignored_flags": tuple(ignored)}
+    if timed_out:
+        return done(False, "timeout", f"compile took longer than {timeout_s:g} s\n{text}", **extra)
+    if not failed:
+        return done(True, "compiled", text, **extra)
+    if _needs_library(text, cuda_include):
+        return done(None, "needs_headers", f"uses a CUDA library whose headers are not installed here\n{text}", **extra)
+    stage = "cuda" if any(name == "nvcc.log" for name, _ in failed) else "cpp"
+    return done(False, stage, text, **extra)
+
+
+def find_nvcc(cuda_home: str | Path | None = None) -> Path | None:
+    """nvcc under `cuda_home` if given; else under CUDA_HOME or CUDA_PATH, on PATH, or in /usr/local/cuda."""
+    homes = [cuda_home] if cuda_home else [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    for home in homes:
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return Path(home) / "bin" / "nvcc"
+    if cuda_home:
+        return None
+    found = shutil.which("nvcc")
+    if found:
+        return Path(found)
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return default if default.is_file() else None
+
+
+def _cuda_include(nvcc: Path | None) -> Path | None:
+    if nvcc is None:
+        return None
+    # /usr/local/bin/nvcc may be a wrapper script, so also try torch's default home
+    for home in (nvcc.parent.parent, nvcc.resolve().parent.parent, Path("/usr/local/cuda")):
+        if (home / "include" / "cuda_runtime.h").is_file():
+            return home / "include"
+    return None
+
+
+def _torch_include() -> Path:
+    spec = importlib.util.find_spec("torch")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("torch is not installed; its headers are needed for a compile check")
+    return Path(list(spec.submodule_search_locations)[0]) / "include"
+
+
+def _include_flags(build: InlineBuild, cuda_include: Path | None) -> list[str]:
+    """-D and include flags shared by both compilers, in torch's order (user -I first, then -isystem)."""
+    torch_inc = _torch_include()
+    system = [torch_inc, torch_inc / "torch" / "csrc" / "api" / "include"]
+    if cuda_include is not None:
+        system.append(cuda_include)
+    system += [STUB_DIR, Path(sysconfig.get_path("include", scheme="posix_prefix"))]
+    flags = [f"-DTORCH_EXTENSION_NAME={build.name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    flags += [f"-I{os.path.abspath(p.strip())}" for p in build.extra_include_paths]
+    for folder in system:
+        flags += ["-isystem", str(folder)]
+    return flags
+
+
+def _nvcc_argv(nvcc: str, host: str, arch: str, build: InlineBuild, includes: list[str]) -> tuple[list[str], list[str]]:
+    user, dropped = filter_flags(build.extra_cuda_cflags, nvcc=True)
+    argv = [nvcc, "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-ccbin", host, *includes, *TORCH_NVCC_FLAGS]
+    argv += ["--compiler-options", "-fPIC", *user]
+    if not any(flag.startswith(("-std=", "--std=")) for flag in user):
+        argv.append("-std=c++20")
+    return argv + ["-o", "cuda.cubin", "cuda.cu"], dropped
+
+
+def _cxx_argv(host: str, build: InlineBuild, includes: list[str]) -> tuple[list[str], list[str]]:
+    user, dropped = filter_flags(build.extra_cflags, nvcc=False)
+    argv = [host, *includes, "-fPIC", "-std=c++20", *user]
+    return argv + ["-fsyntax-only", "-fmax-errors=20", "-fdiagnostics-color=never", "main.cpp"], dropped
+
+
+# ------------------------------------------------------------------------------------------------ flags
+
+_HOST_FLAG = re.compile(
+    r"-O([0-3sgz]|fast)?|-[DU][A-Za-z_]\w*(=\S*)?|-I[^-\s]\S*|-std=(c|gnu)\+\+\w+|-w|-W[A-Za-z][\w-]*(=[\w-]+)?"
+    r"|-g\d?|-pthread|-f(?!plugin)[a-z][\w-]*(=[\w.+-]+)?|-m[a-z][\w-]*(=[\w.+-]+)?"
+)
+_NVCC_FLAG = re.compile(
+    r"-O[0-3]?|-[DU][A-Za-z_]\w*(=\S*)?|-I[^-\s]\S*|--?std=c\+\+\w+|-w|-g|-G|-lineinfo|--generate-line-info"
+    r"|--?use_fast_math|--?expt-relaxed-constexpr|--?expt-extended-lambda|--?extended-lambda|--?restrict"
+    r"|--?(ftz|prec-div|prec-sqrt|fmad)=(true|false)|--?maxrregcount=\d+|-res-usage|--resource-usage"
+    r"|--?default-stream=(legacy|null|per-thread)|--?extra-device-vectorization|--?disable-warnings"
+    r"|--?diag-suppress=[\w,]+"
+)
+_PTXAS_FLAG = re.compile(
+    r"-v|--verbose|-O[0-3]|--?warn-on-(spills|local-memory-usage|double-precision-use)"
+    r"|--?allow-expensive-optimizations(=(true|false))?|-dlcm=\w+|-dscm=\w+|--?maxrregcount=\d+"
+    r"|--?def-(load|store)-cache=\w+|--?fmad=(true|false)"
+)
+_ARCH_FLAG = re.compile(r"(-arch|--gpu-architecture|-gencode|--generate-code|-code|--gpu-code)(=\S+)?")
+_PAIRED = {  # flags whose value may come as the next token -> how to check the value
+    "-maxrregcount": re.compile(r"\d+"),
+    "--maxrregcount": re.compile(r"\d+"),
+    "-default-stream": re.compile(r"legacy|null|per-thread"),
+    "--default-stream": re.compile(r"legacy|null|per-thread"),
+}
+
+
+def filter_flags(flags: tuple[str, ...], *, nvcc: bool) -> tuple[list[str], list[str]]:
+    """Split candidate flags into (kept, dropped) by an allowlist; for nvcc, target-arch flags are dropped.
+
+    Each flag string is shell-split first, as torch's ninja file does (`"-Xptxas -v"` is two tokens).
+    """
+    tokens: list[str] = []
+    dropped: list[str] = []
+    for flag in flags:
+        try:
+            tokens += shlex.split(flag)
+        except ValueError:
+            dropped.append(flag)
+    kept: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token, value = tokens[i], tokens[i + 1] if i + 1 < len(tokens) else None
+        taken = _accept(token, value, nvcc)
+        if taken is None:
+            dropped.append(token)
+            i += 1
+        elif _ARCH_FLAG.fullmatch(token) and nvcc:
+            dropped += tokens[i : i + len(taken)]
+            i += len(taken)
+        else:
+            kept += taken
+            i += len(taken)
+    return kept, dropped
+
+
+def _accept(token: str, value: str | None, nvcc: bool) -> list[str] | None:
+    """The tokens this flag takes (itself, maybe its value) if allowed, else None."""
+    if not nvcc:
+        return [token] if _HOST_FLAG.fullmatch(token) else None
+    if _NVCC_FLAG.fullmatch(token):
+        return [token]
+    if _ARCH_FLAG.fullmatch(token):
+        return [token] if "=" in token or value is None else [token, value]
+    for name, subflags in (("-Xptxas", _PTXAS_FLAG), ("--ptxas-options", _PTXAS_FLAG),
+                           ("-Xcompiler", _HOST_FLAG), ("--compiler-options", _HOST_FLAG)):
+        if token == name and value is not None and _all_match(value, subflags):
+            return [token, value]
+        if token.startswith(name + "=") and _all_match(token[len(name) + 1 :], subflags):
+            return [token]
+    if token in _PAIRED and value is not None and _PAIRED[token].fullmatch(value):
+        return [token, value]
+    return None
+
+
+def _all_match(value: str, pattern: re.Pattern) -> bool:
+    return all(pattern.fullmatch(part) for part in value.split(","))
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+
+def _scrubbed_env(home: Path, *tools: str | Path | None) -> dict[str, str]:
+    """PATH (plus the folders of `tools`), a private HOME/TMPDIR, C locale, no GPU visible, one thread."""
+    path = [str(Path(t).parent) for t in tools if t] + [os.environ.get("PATH", os.defpath)]
+    return {
+        "PATH": os.pathsep.join(path),
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+    }
+
+
+def _run_group(jobs: list[tuple[list[str], Path]], cwd: Path, env: dict[str, str], timeout_s: float):
+    """Run the commands at once, each in its own session with output to its log; kill all at the deadline.
+
+    Returns (exit codes, timed_out). Every process group is killed at the end, so nothing outlives the call.
+    """
+    procs = []
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    try:
+        for argv, log in jobs:
+            with open(log, "wb") as out:
+                procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+        for proc in procs:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+    return [proc.returncode for proc in procs], timed_out
+
+
+def _read_bounded(path: Path, head: int = 256_000, tail: int = 64_000) -> str:
+    """A log's text, keeping its head and tail when it is larger than head + tail bytes."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(head + tail + 1)
+            if len(data) > head + tail:
+                f.seek(-tail, os.SEEK_END)
+                data = data[:head] + b"\n[...]\n" + f.read()
+    except OSError:
+        return ""
+    return data.decode(errors="replace")
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+# ---------------------------------------------------------------------------------------------- reports
+
+_ERROR_LINE = re.compile(r": (fatal |catastrophic )?error\b|^nvcc fatal|^ptxas (error|fatal)|^c\+\+: fatal|^g\+\+: fatal")
+_DIAG_START = re.compile(r"^(\S+(\(\d+\)|:\d+:\d+): |In file included from|nvcc |ptxas |\d+ errors? detected)")
+_LIBRARY = re.compile(r"\b(cublas\w*|cusparse\w*|cusolver\w*|cufft\w*|curand\w*|cudnn\w*|nccl\w*|cutlass|cute)\b")
+
+
+def first_errors(log: str, limit: int = LOG_LIMIT, context: int = 3) -> str:
+    """The log's error lines in order, each with up to `context` following lines (source, caret), bounded.
+
+    Falls back to the log's head and tail when no line looks like an error.
+    """
+    lines = log.splitlines()
+    blocks = []
+    for i, line in enumerate(lines):
+        if _ERROR_LINE.search(line):
+            block = [line]
+            for nxt in lines[i + 1 : i + 1 + context]:
+                if not nxt.strip() or _DIAG_START.match(nxt):
+                    break
+                block.append(nxt)
+            blocks.append("\n".join(block))
+    if not blocks:
+        return log if len(log) <= limit else log[: limit // 3] + "\n[...]\n" + log[-(limit * 2 // 3 - 8) :]
+    out, used = [], 0
+    for block in blocks:
+        if used + len(block) + 1 > limit:
+            out.append(f"[... {len(blocks) - len(out)} more errors]")
+            break
+        out.append(block)
+        used += len(block) + 1
+    return "\n".join(out)
+
+
+def _report(logs: dict[str, str], failed: list[tuple[str, int]], workdir: Path) -> str:
+    """Errors of the failed steps (nvcc first), with long paths shortened; the last log lines on success."""
+    torch_inc = str(_torch_include())
+    parts = []
+    for name, code in sorted(failed, key=lambda f: f[0] != "nvcc.log"):
+        text = logs[name].replace(f"{workdir}/", "").replace(torch_inc, "<torch>/include")
+        what = "nvcc cuda.cu" if name == "nvcc.log" else "c++ main.cpp"
+        parts.append(f"== {what}: exit {code}\n{first_errors(text, LOG_LIMIT // max(len(failed), 1) - 40)}")
+    if not failed:
+        return "\n".join(text[-600:] for text in logs.values() if text)
+    return "\n".join(parts)
+
+
+def _needs_library(text: str, cuda_include: Path | None) -> bool:
+    """Errors name a CUDA library that this machine only has stubs (or nothing) for."""
+    has_real = cuda_include is not None and (cuda_include / "cublas_v2.h").is_file()
+    errors = "\n".join(line for line in text.splitlines() if _ERROR_LINE.search(line) or "No such file" in line)
+    return not has_real and bool(_LIBRARY.search(errors))
+
+
+def parse_ptxas(log: str) -> list[KernelUsage]:
+    """Per-kernel registers, spills, stack and shared memory from `ptxas -v` output."""
+    kernels, entry, props = [], None, {}
+    current = None
+    for line in log.splitlines():
+        if m := re.search(r"Compiling entry function '([^']+)'", line):
+            entry = m.group(1)
+        elif m := re.search(r"Function properties for (\S+)", line):
+            current = m.group(1)
+        elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
+            props[current] = tuple(int(g) for g in m.groups())
+        elif (m := re.search(r"Used (\d+) registers", line)) and entry is not None:
+            stack, stores, loads = props.get(entry, (0, 0, 0))
+            smem = re.search(r"(\d+) bytes smem", line)
+            kernels.append(KernelUsage(entry, int(m.group(1)), stores, loads, stack, int(smem.group(1)) if smem else 0))
+            entry = None
+    return kernels
+
+
+# -------------------------------------------------------------------------------------------------- cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Capture a CUDA candidate's load_inline builds and compile-check them.")
+    parser.add_argument("candidate", help="path of the candidate .py (defines ModelNew, calls load_inline)")
+    parser.add_argument("--arch", default="sm_90", help="target GPU architecture, e.g. sm_90")
+    parser.add_argument("--no-cpp", action="store_true", help="skip the C++ syntax check of main.cpp")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per step")
+    args = parser.parse_args(argv)
+    try:
+        builds = capture_load_inline(args.candidate, args.timeout)
+    except CaptureError as exc:
+        print(json.dumps({"error": exc.kind, "exc_type": exc.exc_type, "message": exc.message}))
+        return 1
+    for build in builds:
+        with tempfile.TemporaryDirectory(prefix="kz-compile-") as tmp:
+            result = compile_check(build, arch=args.arch, workdir=Path(tmp), timeout_s=args.timeout,
+                                   check_cpp=not args.no_cpp)
+        print(json.dumps({"build": build.name, **to_dict(result)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

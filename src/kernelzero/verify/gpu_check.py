@@ -1,0 +1,54 @@
+"""Without a GPU: compile the candidate's Triton kernels for the target GPU (default sm_90).
+
+Triton's interpreter accepts kernels a GPU compiler rejects (`tl.dot` with K < 16, Python inside a
+kernel, shared memory past the limit), so a candidate that passed correctness in the interpreter
+is run once more, in a second sandboxed worker without the interpreter, with every kernel launch
+turned into a compile for the target (`triton_compile.py`). The first failing compile makes the
+verdict `compile_error`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from kernelzero.verify.sandbox import WorkerProcess, plan_sandbox, prepare_workdir
+
+if TYPE_CHECKING:
+    from kernelzero.types import Verdict
+    from kernelzero.verify.judge import Judge
+
+
+def triton_compile_check(judge: "Judge", cand_path: Path) -> "Verdict | None":
+    """None when every launched kernel compiles for the target; else a compile_error verdict."""
+    start = time.perf_counter()
+    plan = plan_sandbox(judge.opts.sandbox_user, judge.opts.isolate_network)
+    env = prepare_workdir(cand_path.parent, plan)
+    worker = WorkerProcess(cand_path.parent, env, plan, int(judge.opts.host_mem_gb * 2**30))
+    try:
+        worker.send({"cmd": "load", "path": str(cand_path), "device": "cpu", "interpret": False,
+                     "init_inputs": judge.init_inputs, "seed": judge.seed, "state_dict": judge.state_dict,
+                     "dtype": judge.opts.precision, "eval_mode": judge.opts.eval_mode, "gpu_mem_fraction": 1.0})  # fmt: skip
+        reply, _ = worker.receive(judge.opts.build_timeout_s, "loading for the GPU compile check")
+        if reply["ok"]:
+            inputs = [x.cpu() if isinstance(x, torch.Tensor) else x for x in judge._inputs(judge.seed + 1)]
+            worker.send({"cmd": "gpu_compile", "inputs": inputs, "arch": judge.opts.target_arch})
+            reply, _ = worker.receive(judge.opts.build_timeout_s, f"compiling for sm_{judge.opts.target_arch}")
+    finally:
+        worker.close()
+        judge._timed("gpu_compile_check", start)
+    target = f"sm_{judge.opts.target_arch}"
+    if not reply["ok"]:
+        return judge.verdict(reply["status"], "build", f"{target} compile check: {reply['message']}",
+                             error_log=reply.get("log", ""))  # fmt: skip
+    bad = [r for r in reply["records"] if not r["ok"]]
+    if bad:
+        first = bad[0]
+        return judge.verdict("compile_error", "build", f"kernel {first['kernel']} does not compile for {target}",
+                             error_log=first["error"])  # fmt: skip
+    kernels = sorted({r["kernel"] for r in reply["records"]})
+    judge.notes.append(f"compiled for {target}: {', '.join(kernels) or 'no kernel launched'}")
+    return None

@@ -1,0 +1,235 @@
+"""The trusted side of one verification: reference, inputs, expected outputs, comparison, verdict.
+
+`judge(task, source, backend, opts)` runs in a process that never imports candidate code: it
+builds the reference `Model`, draws inputs from a secret seed, computes the expected outputs, starts
+the candidate's worker in the sandbox, sends it copies of the inputs, compares what comes back and
+times both sides. `python -m kernelzero.verify.judge REQUEST.json RESULT.json` runs it as a child
+of `verify()`, so a crash of the reference or of torch cannot take the caller down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from kernelzero.tasks.hashing import task_hash
+from kernelzero.tasks.module import ContractError, load_reference
+from kernelzero.tasks.quality import flatten_outputs
+from kernelzero.types import Task, Verdict, from_dict, to_dict
+from kernelzero.verify.compare import compare, same_inputs
+from kernelzero.verify.feedback import feedback_for
+from kernelzero.verify.options import VerifyOptions, tolerances
+from kernelzero.verify.sandbox import WorkerDied, WorkerProcess, make_non_dumpable, plan_sandbox, prepare_workdir
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def candidate_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+class Judge:
+    """One verification; `run()` returns the Verdict."""
+
+    def __init__(self, task: Task, source: str, backend: str, opts: VerifyOptions):
+        self.task, self.source, self.backend, self.opts = task, source, backend, opts
+        cuda = torch.cuda.is_available() and opts.device in ("auto", "cuda")
+        if opts.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' asked for, but no CUDA GPU is visible")
+        self.device = "cuda" if cuda else "cpu"
+        self.device_name = torch.cuda.get_device_name() if cuda else "cpu"
+        self.atol, self.rtol = tolerances(opts, task.atol, task.rtol)
+        self.seed = opts.seed if opts.seed is not None else secrets.randbits(62)
+        self.stage_s: dict[str, float] = {}
+        self.notes: list[str] = []
+        self.fields: dict = {}
+
+    # -- verdict helpers -------------------------------------------------------------------------
+    def verdict(self, status: str, stage: str, message: str = "", **extra) -> Verdict:
+        base = dict(
+            status=status, task=self.task.name, task_hash=task_hash(self.task),
+            candidate_hash=candidate_hash(self.source), backend=self.backend, profile=self.opts.profile,
+            device=self.device_name, stage=stage, message=message, atol=self.atol, rtol=self.rtol,
+            precision=self.opts.precision, notes=tuple(self.notes), stage_seconds=dict(self.stage_s),
+            versions=versions(),
+        )  # fmt: skip
+        base.update(self.fields)
+        base.update(extra)
+        verdict = Verdict(**base)
+        return Verdict(**{**base, "feedback": feedback_for(verdict)})
+
+    def _timed(self, stage: str, start: float) -> None:
+        self.stage_s[stage] = round(self.stage_s.get(stage, 0.0) + time.perf_counter() - start, 4)
+
+    # -- reference side --------------------------------------------------------------------------
+    def _inputs(self, seed: int) -> list:
+        torch.manual_seed(seed)
+        raw = list(self.ref.get_inputs())
+        dtype = DTYPES[self.opts.precision]
+        cast = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in raw]
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cast]
+
+    def _expected(self, inputs: list) -> list[torch.Tensor]:
+        with torch.no_grad():
+            if self.opts.ref_fp64:
+                up = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+                outs = flatten_outputs(self.model64(*up))
+                return [o.to(DTYPES[self.opts.precision]) if o.is_floating_point() else o for o in outs]
+            return [o.clone() for o in flatten_outputs(self.model(*inputs))]
+
+    def _build_reference(self, workdir: Path) -> None:
+        ref = load_reference(self.task.source, self.task.sizes, workdir / "task.py")
+        self.ref = ref
+        torch.manual_seed(self.seed)
+        self.init_inputs = list(ref.get_init_inputs())
+        torch.manual_seed(self.seed)
+        model = ref.model_cls(*self.init_inputs)
+        self.state_dict = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model = model.to(self.device)
+        if self.opts.precision != "fp32":
+            model = model.to(DTYPES[self.opts.precision])
+        self.model = model.train(not self.opts.eval_mode)
+        if self.opts.ref_fp64:
+            import copy
+
+            self.model64 = copy.deepcopy(model).double()
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> Verdict:
+        with tempfile.TemporaryDirectory(prefix="kz-judge-") as private, \
+             tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:  # fmt: skip
+            Path(private).chmod(0o700)
+            return self._run(Path(private), Path(shared))
+
+    def _run(self, private: Path, shared: Path) -> Verdict:
+        start = time.perf_counter()
+        plan = plan_sandbox(self.opts.sandbox_user, self.opts.isolate_network)
+        self.notes += plan.notes
+        env = prepare_workdir(shared, plan)
+        interpret = self.device == "cpu" and self.backend == "triton"
+        if interpret:
+            env["TRITON_INTERPRET"] = "1"
+        cand_path = shared / "candidate.py"
+        cand_path.write_text(self.source)
+        if plan.uid is not None:
+            import os
+
+            os.chown(cand_path, plan.uid, plan.gid)
+        worker = WorkerProcess(shared, env, plan, int(self.opts.host_mem_gb * 2**30))
+        try:
+            try:
+                self._build_reference(private)
+            except ContractError as exc:
+                raise ValueError(f"the task itself is broken ({exc.kind}): {exc}") from None
+            self._timed("reference", start)
+            return self._with_worker(worker, cand_path, interpret)
+        except WorkerDied as exc:
+            return self.verdict(exc.status, self.fields.get("stage", "load"), str(exc), exit_signal=exc.exit_signal,
+                                exit_code=exc.exit_code, error_log=worker.log_tail())  # fmt: skip
+        finally:
+            worker.close()
+
+    def _with_worker(self, worker: WorkerProcess, cand_path: Path, interpret: bool) -> Verdict:
+        start = time.perf_counter()
+        self.fields["stage"] = "build"
+        worker.send({"cmd": "load", "path": str(cand_path), "device": self.device, "interpret": interpret,
+                     "init_inputs": self.init_inputs, "seed": self.seed, "state_dict": self.state_dict,
+                     "dtype": self.opts.precision, "eval_mode": self.opts.eval_mode,
+                     "gpu_mem_fraction": self.opts.gpu_mem_fraction})  # fmt: skip
+        reply, _ = worker.receive(self.opts.build_timeout_s, "building and constructing ModelNew")
+        self._timed("load", start)
+        if not reply["ok"]:
+            return self._failed(reply, worker)
+        self.stage_s["build"] = round(reply["build_s"], 4)
+        self.fields["params"] = reply["params"]
+        failure = self._correctness(worker)
+        if failure is not None:
+            return failure
+        if interpret and self.opts.compile_check:
+            from kernelzero.verify.gpu_check import triton_compile_check
+
+            failed = triton_compile_check(self, cand_path)
+            if failed is not None:
+                return failed
+        return self._timing(worker)
+
+    def _failed(self, reply: dict, worker: WorkerProcess) -> Verdict:
+        return self.verdict(reply["status"], reply["stage"], reply["message"], error_log=reply.get("log", ""))
+
+    def _run_timeout(self) -> float:
+        ref_ms = self.stage_s.get("ref_forward_ms", 0.0)
+        return max(self.opts.timeout_floor_s, self.opts.timeout_scale * ref_ms / 1e3)
+
+    def _correctness(self, worker: WorkerProcess) -> Verdict | None:
+        self.fields["stage"] = "correctness"
+        passed = 0
+        for trial in range(self.opts.trials):
+            inputs = self._inputs(self.seed + 1 + trial)
+            t0 = time.perf_counter()
+            expected = self._expected(inputs)
+            self.stage_s["ref_forward_ms"] = max(self.stage_s.get("ref_forward_ms", 0), (time.perf_counter() - t0) * 1e3)
+            start = time.perf_counter()
+            worker.send({"cmd": "run", "inputs": [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]})
+            reply, tensors = worker.receive(self._run_timeout(), f"correctness trial {trial}")
+            self._timed("correctness", start)
+            if not reply["ok"]:
+                return self._failed(reply, worker)
+            if reply.get("bf16") and "bf16" not in " ".join(self.notes):
+                self.notes.append("bf16 ran in Triton's interpreter, whose bf16 arithmetic is unreliable")
+            outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"]:]
+            failure = compare([e.cpu() for e in expected], outs, self.atol, self.rtol, trial)
+            if failure is None:
+                changed = same_inputs([x.cpu() for x in inputs if isinstance(x, torch.Tensor)], after)
+                if changed:
+                    return self.verdict("input_mutated", "correctness", changed, trials=trial + 1, trials_passed=passed)
+                passed += 1
+                continue
+            return self.verdict(failure.status, "correctness", f"trial {trial}: {failure.message}",
+                                mismatch=failure.mismatch, trials=trial + 1, trials_passed=passed)  # fmt: skip
+        self.fields.update(trials=self.opts.trials, trials_passed=passed)
+        return None
+
+    def _timing(self, worker: WorkerProcess) -> Verdict:
+        if self.device == "cpu" or not self.opts.time_it:
+            note = "no GPU: correctness only" if self.device == "cpu" else "timing not asked for"
+            return self.verdict("correct", "done", timing_note=note)
+        from kernelzero.verify.reference import timed_comparison
+
+        return timed_comparison(self, worker)
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[0]).read_text())
+    make_non_dumpable()
+    task = from_dict(Task, request["task"])
+    opts = from_dict(VerifyOptions, request["options"])
+    try:
+        verdict = Judge(task, request["source"], request["backend"], opts).run()
+        payload = {"verdict": to_dict(verdict)}
+    except ValueError as exc:
+        payload = {"error": str(exc)}
+    Path(argv[1]).write_text(json.dumps(payload))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,82 @@
+"""Verifier options and the three profiles.
+
+| profile | tolerance (fp32) | trials | seeds | eval mode | timing statistic |
+|---|---|---|---|---|---|
+| default | atol = rtol = 1e-2 (KernelBench's original, the KernelZero paper) | 5 | secret per run | yes | median |
+| strict | atol = rtol = 1e-4 | 5 | secret per run | yes | median |
+| kernelbench | 1e-4 fp32, 1e-2 fp16/bf16 (KernelBench since PR #80) | 5 | fixed (42) | no | mean of 100 |
+
+fp16 and bf16 tolerances are 1e-2 in every profile except where the task sets its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+PROFILES = ("default", "strict", "kernelbench")
+BACKENDS = ("cuda", "triton")
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """How one candidate is verified. Build with `options_for(profile, **overrides)`."""
+
+    profile: str = "default"  # one of PROFILES
+    precision: str = "fp32"  # dtype of floating inputs and parameters: fp32, fp16, bf16
+    atol: float | None = None  # None: the profile's tolerance for the precision (or the task's)
+    rtol: float | None = None  # None: as atol
+    trials: int = 5  # correctness trials, each with fresh inputs
+    seed: int | None = None  # None: a secret random seed per run; kernelbench profile: 42
+    eval_mode: bool = True  # put Model and ModelNew in eval mode (KernelBench does not)
+    ref_fp64: bool = False  # compute the expected outputs in float64 where inputs are floating
+    device: str = "auto"  # "auto" (cuda when available), "cuda" or "cpu"
+    time_it: bool = True  # time correct candidates (GPU only)
+    timed_calls: int = 30  # timed calls (at least 20), after warm-up
+    warmup_calls: int = 3  # untimed calls before timing
+    input_sets: int = 3  # distinct input sets rotated through the timed calls
+    compile_baseline: bool = False  # also time the reference under torch.compile (slow to compile)
+    timeout_floor_s: float = 60.0  # run-time limit floor, build excluded
+    timeout_scale: float = 200.0  # run-time limit = max(floor, scale x reference forward time x calls)
+    build_timeout_s: float = 600.0  # limit for compiling the candidate (load_inline, Triton)
+    host_mem_gb: float = 32.0  # the candidate process is killed past this resident memory
+    gpu_mem_fraction: float = 0.9  # cap on the candidate's share of GPU memory
+    compile_check: bool = True  # on CPU: compile Triton kernels for sm_90, CUDA sources with nvcc
+    target_arch: int = 90  # compute capability for compile checks without a GPU
+    sandbox_user: str = "nobody"  # the candidate runs as this user when the verifier runs as root
+    isolate_network: bool = True  # put the candidate in an empty network namespace where allowed
+    baselines_dir: str | None = None  # where reference timings are cached; None: no cache
+
+
+def default_tolerance(profile: str, precision: str) -> float:
+    """The profile's atol = rtol for a precision."""
+    if precision != "fp32":
+        return 1e-2
+    return 1e-4 if profile in ("strict", "kernelbench") else 1e-2
+
+
+def options_for(profile: str = "default", **overrides) -> VerifyOptions:
+    """Options of a profile, with explicit overrides; unknown names or values raise ValueError."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    base = VerifyOptions(profile=profile)
+    if profile == "kernelbench":
+        base = replace(base, seed=42, eval_mode=False, timed_calls=100, warmup_calls=3, input_sets=1)
+    fields = set(VerifyOptions.__dataclass_fields__)
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"unknown verify option(s) {unknown}; known: {sorted(fields)}")
+    opts = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    if opts.precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {opts.precision!r}")
+    if opts.trials < 1 or opts.timed_calls < 1 or opts.input_sets < 1:
+        raise ValueError("trials, timed_calls and input_sets must be at least 1")
+    return opts
+
+
+def tolerances(opts: VerifyOptions, task_atol: float | None, task_rtol: float | None) -> tuple[float, float]:
+    """(atol, rtol): explicit options win, then the task's own, then the profile's default."""
+    default = default_tolerance(opts.profile, opts.precision)
+    atol = opts.atol if opts.atol is not None else task_atol if task_atol is not None else default
+    rtol = opts.rtol if opts.rtol is not None else task_rtol if task_rtol is not None else atol
+    return atol, rtol

@@ -1,0 +1,242 @@
+"""Start and watch the candidate's process.
+
+What the sandbox gives each candidate:
+- a fresh Python interpreter (`python -m kernelzero.verify.worker`), its own session and process
+  group (killed as a whole at the end), no core dumps, killed if the judge dies;
+- a scrubbed environment: PATH, LANG, CUDA_VISIBLE_DEVICES and the variables the verifier sets
+  (HOME, TMPDIR, TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR inside its own temp dir, so no cache is
+  shared between samples), nothing else from the caller;
+- when the verifier runs as root: its own empty network namespace, then a drop to an unprivileged
+  user (default `nobody`) that cannot read the judge's memory or files (the judge is also marked
+  non-dumpable). Where that user cannot run the Python interpreter (e.g. a venv under /root), or
+  namespaces are not allowed, the candidate runs as the caller's user and the verdict says so;
+- a resident-memory watchdog (RLIMIT_AS would break CUDA start-up, which maps far more address
+  space than it uses): past the limit the process group is killed and the sample gets `oom`;
+- deadlines on every reply: past one, the process group is killed and the sample gets `timeout`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import queue
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelzero.verify.channel import ChannelError, recv_msg, send_obj
+
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")
+
+
+class WorkerDied(Exception):
+    """The worker exited, was killed or broke the channel; `status` and `message` say how."""
+
+    def __init__(self, status: str, message: str, exit_signal: str = "", exit_code: int | None = None):
+        super().__init__(message)
+        self.status, self.exit_signal, self.exit_code = status, exit_signal, exit_code
+
+
+@dataclass
+class SandboxPlan:
+    """What isolation this machine allows, decided once per judge process."""
+
+    uid: int | None  # drop to this uid (None: stay)
+    gid: int | None
+    netns: bool  # unshare the network namespace
+    notes: list[str] = field(default_factory=list)  # what could not be done, for the verdict
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def make_non_dumpable() -> None:
+    """Keep other users (and same-user ptrace) out of this process's memory and /proc files."""
+    _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def _probe(fn) -> bool:
+    """Run `fn` in a forked child; True if it returned without raising."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fn()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _unshare_net() -> None:
+    if _libc().unshare(CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+
+
+def plan_sandbox(user: str, isolate_network: bool) -> SandboxPlan:
+    """Decide how far this machine lets us isolate a candidate."""
+    notes: list[str] = []
+    uid = gid = None
+    root = os.geteuid() == 0
+    if root and user:
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            notes.append(f"no user {user!r}: the candidate ran as root")
+        else:
+            def can_run() -> None:
+                os.setgroups([])
+                os.setgid(entry.pw_gid)
+                os.setuid(entry.pw_uid)
+                if not os.access(sys.executable, os.X_OK) or not os.access(Path(__file__).parent, os.R_OK):
+                    raise PermissionError
+
+            if _probe(can_run):
+                uid, gid = entry.pw_uid, entry.pw_gid
+            else:
+                notes.append(f"user {user!r} cannot run {sys.executable}: the candidate ran as root")
+    elif not root:
+        notes.append("not root: the candidate ran as the verifier's own user")
+    netns = isolate_network and root and _probe(_unshare_net)
+    if isolate_network and not netns:
+        notes.append("no network namespace allowed here: the candidate had network access")
+    return SandboxPlan(uid, gid, netns, notes)
+
+
+def _preexec(plan: SandboxPlan) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if plan.netns:
+        _unshare_net()
+    if plan.uid is not None:
+        os.setgroups([])
+        os.setgid(plan.gid)
+        os.setuid(plan.uid)
+
+
+def prepare_workdir(workdir: Path, plan: SandboxPlan) -> dict[str, str]:
+    """Create the candidate's folders (owned by its user) and return its environment."""
+    for sub in ("", "home", "tmp", "torch_extensions", "triton_cache"):
+        (workdir / sub).mkdir(parents=True, exist_ok=True)
+        if plan.uid is not None:
+            os.chown(workdir / sub, plan.uid, plan.gid)
+    env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
+    env.update({
+        "HOME": str(workdir / "home"), "TMPDIR": str(workdir / "tmp"),
+        "TORCH_EXTENSIONS_DIR": str(workdir / "torch_extensions"), "TRITON_CACHE_DIR": str(workdir / "triton_cache"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1", "MAX_JOBS": str(max(1, min(8, os.cpu_count() or 1))),
+    })  # fmt: skip
+    return env
+
+
+class WorkerProcess:
+    """A running candidate worker: send commands, receive replies under deadlines and a memory cap."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, mem_limit_bytes: int):
+        rfd, wfd = os.pipe()
+        self.log_path = workdir / "worker.log"
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelzero.verify.worker", str(wfd)],
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env,
+            pass_fds=(wfd,), start_new_session=True, preexec_fn=lambda: _preexec(plan),
+        )  # fmt: skip
+        log.close()
+        os.close(wfd)
+        self.mem_limit = mem_limit_bytes
+        self.replies: queue.Queue = queue.Queue()
+        self.peak_rss = 0
+        threading.Thread(target=self._reader, args=(rfd,), daemon=True).start()
+
+    def _reader(self, fd: int) -> None:
+        try:
+            while True:
+                self.replies.put(recv_msg(fd))
+        except (ChannelError, OSError) as exc:
+            self.replies.put(exc)
+        finally:
+            os.close(fd)
+
+    def send(self, obj: dict[str, Any]) -> None:
+        try:
+            send_obj(self.proc.stdin.fileno(), obj)
+        except (BrokenPipeError, OSError):
+            raise self._death("the candidate's process closed its input") from None
+
+    def _rss(self) -> int:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def receive(self, timeout_s: float, what: str) -> tuple[dict[str, Any], list]:
+        """The next reply; raise WorkerDied on timeout, memory limit, exit or a broken channel."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                item = self.replies.get(timeout=0.05)
+            except queue.Empty:
+                rss = self._rss()
+                self.peak_rss = max(self.peak_rss, rss)
+                if rss > self.mem_limit:
+                    self.kill()
+                    raise WorkerDied("oom", f"host memory over the limit ({rss / 2**30:.1f} GiB) during {what}")
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise WorkerDied("timeout", f"no result from {what} within {timeout_s:.0f} s") from None
+                continue
+            if isinstance(item, Exception):
+                raise self._death(f"the candidate's process ended during {what} without a result")
+            return item
+
+    def _death(self, message: str) -> WorkerDied:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        self.kill()
+        if code < 0:
+            name = signal.Signals(-code).name
+            return WorkerDied("crash", f"{message}: killed by {name}", exit_signal=name)
+        return WorkerDied("crash", f"{message} (exit code {code})", exit_code=code)
+
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            data = self.log_path.read_bytes()[-limit:]
+        except OSError:
+            return ""
+        return data.decode(errors="replace")
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.send({"cmd": "exit"})
+            self.proc.wait(timeout=5)
+        except (WorkerDied, subprocess.TimeoutExpired, OSError):
+            pass
+        self.kill()

@@ -1,0 +1,74 @@
+"""Device timing of one function, shared by the candidate worker and the judge's reference timing.
+
+Each timed call: synchronise the device, flush the L2 cache (write a buffer larger than any L2:
+256 MB), record a start event, call, record an end event, synchronise the whole device (so work a
+candidate hides on other streams lands inside the measured wall time of the call and is waited
+for before the next one). The reported time of a call is the larger of the event interval and the
+host-measured interval minus the measured overhead of an empty region: work on another stream
+that the events on the current stream miss still shows in the host interval. Warm-up calls come
+first and are not timed. Calls rotate over several input sets in the order the judge chose.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from kernelzero.types import Timing
+
+FLUSH_BYTES = 256 * 1024 * 1024
+
+
+def _host_overhead_ms() -> float:
+    """Host time of an empty timed region (sync + events + sync), the floor of the host interval."""
+    samples = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return min(samples)
+
+
+def time_calls(call: Callable[[int], None], order: list[int], warmup: int, device: str,
+               host_check: bool = True) -> list[float]:  # fmt: skip
+    """Per-call times in ms for `call(i)` over `order`; [] on CPU (no meaningful device time).
+
+    `host_check=False` reports the event interval alone (KernelBench's protocol).
+    """
+    if not device.startswith("cuda"):
+        for i in order[: max(1, warmup)]:
+            call(i)
+        return []
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    for k in range(warmup):
+        call(order[k % len(order)])
+    torch.cuda.synchronize()
+    overhead = _host_overhead_ms()
+    times = []
+    for i in order:
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        call(i)
+        end.record()
+        torch.cuda.synchronize()
+        host = (time.perf_counter() - t0) * 1e3 - overhead
+        event = start.elapsed_time(end)
+        times.append(max(event, host) if host_check else event)
+    return times
+
+
+def summarise(times_ms: list[float]) -> Timing | None:
+    """Median, mean and 10th/90th percentiles of per-call times."""
+    if not times_ms:
+        return None
+    ordered = sorted(times_ms)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]  # noqa: E731
+    return Timing(median_ms=statistics.median(ordered), mean_ms=statistics.fmean(ordered),
+                  p10_ms=pick(0.1), p90_ms=pick(0.9), calls=len(ordered))  # fmt: skip

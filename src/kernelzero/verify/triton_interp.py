@@ -1,0 +1,432 @@
+"""Guards for Triton's CPU interpreter: bounds checks, device asserts, launch counts, bf16 flag.
+
+Used inside the sandboxed candidate child process that runs with ``TRITON_INTERPRET=1`` (no GPU).
+Call :func:`install_guards` once, after ``import triton`` and before the candidate module is
+imported; give kernels inputs made with :func:`padded_clone`.
+
+Why: the interpreter computes with raw host pointers and checks nothing. An unmasked load past the
+end of a tensor silently reads neighbouring heap memory (an off-by-one mask passes), a bad store
+corrupts the heap (abort or hang later), ``tl.device_assert`` is skipped, and bf16 arithmetic is wrong.
+
+What is guarded
+- Every active lane of every load, store, atomic_rmw and atomic_cas, including block pointers and
+  tensor descriptors (they lower to masked loads/stores), must lie inside the *view* of the tensor
+  argument the pointer was derived from. Provenance follows pointer arithmetic, splat, broadcast,
+  expand_dims, reshape, trans, select, cat, join/split, bitcast, block pointers and descriptors.
+  A pointer whose origin is lost (int-to-pointer casts, pointers loaded from memory, ``.T`` of a
+  pointer block, ``tl.where`` between two arguments) must lie inside the view of *some* tensor
+  argument; :func:`padded_clone` leaves gaps between inputs so that this weaker check still catches
+  overruns of up to ``guard_bytes``. A violation raises :class:`OutOfBoundsError` before the access,
+  which the interpreter re-raises as ``InterpreterError`` carrying the message.
+- ``tl.device_assert`` fires (``InterpreterOptions(debug=True)``). Integer-overflow sanitizing,
+  which Triton ties to debug mode, stays off: it flags the wrapping arithmetic of hashes and PRNGs.
+- Completed launches are counted per kernel name; bf16 tensor arguments are noted.
+- ``@triton.autotune`` with several configs runs each config once, in order, and keeps the first
+  (the interpreter has no benchmarker); those tuning runs are bounds-checked but not counted.
+
+What is not guarded
+- Data races, missing barriers, launch-configuration limits: programs run one after another in one
+  thread, so races never show.
+- GPU-only compile errors (``tl.dot`` with K < 16, shared memory, registers): see ``triton_compile``.
+- bf16 numerics (``LaunchLog.saw_bf16`` says when results cannot be trusted), TF32 in ``tl.dot``.
+- Reads of uninitialised memory inside a tensor (``torch.empty`` outputs), and memory touched by
+  the candidate's host-side Python code.
+
+The patches replace private interpreter internals of Triton 3.6 / 3.7; a missing internal raises
+:class:`InterpreterInternalsError` naming it, rather than running unchecked.
+
+How to run: see ``tests/verify/test_triton_interp.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+_TAG = "_kz_extent"  # attribute set on interpreter TensorHandles: the _Extent a pointer came from
+_GUARD_ALIGN = 64  # bytes; keeps padded views as aligned as a fresh torch allocation
+
+
+@dataclass
+class LaunchLog:
+    """Kernel launches seen by the interpreter since install (or the last reset)."""
+
+    counts: dict[str, int] = field(default_factory=dict)  # kernel name -> completed launches
+    saw_bf16: bool = False  # some launch took a bf16 tensor: interpreter results are untrustworthy
+
+    def reset(self) -> None:
+        self.counts.clear()
+        self.saw_bf16 = False
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+class OutOfBoundsError(RuntimeError):
+    """A kernel touched memory outside the tensor arguments it was given."""
+
+
+class InterpreterInternalsError(RuntimeError):
+    """This Triton's interpreter lacks an internal that the guards patch."""
+
+
+@dataclass(frozen=True)
+class _Extent:
+    name: str  # argument name as the kernel declares it ("x_ptr", "desc.base", "ptrs[1]")
+    lo: int  # first byte of the view
+    hi: int  # one past the last byte of the view
+    itemsize: int  # bytes per element
+
+
+class _LaunchState:
+    """Tensor arguments of the launch being interpreted (one at a time: the interpreter is serial)."""
+
+    def __init__(self) -> None:
+        self.extents: list[_Extent] = []
+        self.by_id: dict[int, _Extent] = {}
+        self.tuning = 0  # > 0 while the autotuner runs configs: launches are not counted
+
+    def begin(self, arg_names: list[str], args: list[Any], kwargs: dict[str, Any]) -> None:
+        self.extents, self.by_id = [], {}
+        for name, arg in zip(arg_names, args):
+            self._visit(name, arg)
+        for name, arg in kwargs.items():
+            self._visit(name, arg)
+
+    def _visit(self, name: str, arg: Any) -> None:
+        if isinstance(arg, tuple):
+            for i, item in enumerate(arg):
+                self._visit(f"{name}[{i}]", item)
+        elif hasattr(arg, "block_shape") and hasattr(arg, "base"):  # TensorDescriptor
+            self._visit(f"{name}.base", arg.base)
+        elif hasattr(arg, "data_ptr"):
+            self.add(arg, name)
+
+    def add(self, tensor: Any, name: str) -> _Extent:
+        ext = _view_extent(tensor, name)
+        self.extents.append(ext)
+        self.by_id[id(tensor)] = ext
+        return ext
+
+    def extent_for(self, tensor: Any) -> _Extent:
+        return self.by_id.get(id(tensor)) or self.add(tensor, "tensor argument")
+
+
+_STATE = _LaunchState()
+_LOG: LaunchLog | None = None
+
+
+def padded_clone(t: torch.Tensor, guard_bytes: int = 4096) -> torch.Tensor:
+    """Copy CPU tensor ``t`` into a contiguous view sitting between two unused guard gaps.
+
+    The gaps belong to no argument's view, so an overrun of up to ``guard_bytes`` cannot land in a
+    neighbouring argument. The gaps are filled with 0xFF bytes (NaN for floats). Example:
+    ``padded_clone(torch.ones(3)).untyped_storage().nbytes() == 3 * 4 + 2 * 4096``.
+    """
+    if t.device.type != "cpu":
+        raise ValueError(f"padded_clone takes CPU tensors, got device {t.device}")
+    gap = -(-max(guard_bytes, 0) // _GUARD_ALIGN) * _GUARD_ALIGN
+    nbytes = t.numel() * t.element_size()
+    buf = torch.full((gap + nbytes + gap,), 0xFF, dtype=torch.uint8)
+    out = buf[gap:gap + nbytes].view(t.dtype).view(t.shape)
+    out.copy_(t)
+    return out
+
+
+def install_guards(*, guard_bytes: int = 4096) -> LaunchLog:
+    """Patch the interpreter (process-wide, once) and return the log of launches.
+
+    ``guard_bytes``: a bad address within this many bytes of an argument's view is described
+    relative to that argument in the error (use the ``guard_bytes`` given to :func:`padded_clone`).
+    Calling again returns the same log.
+    """
+    global _LOG
+    if _LOG is not None:
+        return _LOG
+    interp = _interpreter_module()
+    _require(interp)
+    log = LaunchLog()
+    _enable_device_assert(interp)
+    _track_arguments(interp)
+    _guard_memory_ops(interp, guard_bytes)
+    _propagate_provenance(interp)
+    _count_launches(interp, log)
+    _autotune_without_benchmarker()
+    _LOG = log
+    return log
+
+
+# --- interpreter internals ------------------------------------------------------------------------
+
+_REQUIRED = (
+    "GridExecutor._init_args_hst",
+    "InterpretedFunction.run",
+    "InterpreterBuilder.create_masked_load",
+    "InterpreterBuilder.create_masked_store",
+    "InterpreterBuilder.create_atomic_rmw",
+    "InterpreterBuilder.create_atomic_cas",
+    "InterpreterBuilder.create_addptr",
+    "BlockPointerHandle.materialize_pointers",
+    "TensorDescHandle.materialize_pointers",
+    "TensorHandle",
+    "InterpreterOptions",
+    "interpreter_builder",
+    "_implicit_cvt",
+)
+
+
+def _interpreter_module() -> Any:
+    import triton
+
+    if not triton.knobs.runtime.interpret:
+        raise RuntimeError("install_guards needs TRITON_INTERPRET=1 set before @triton.jit runs")
+    from triton.runtime import interpreter
+
+    return interpreter
+
+
+def _require(interp: Any) -> None:
+    missing = [name for name in _REQUIRED if _lookup(interp, name) is None]
+    if missing:
+        import triton
+
+        raise InterpreterInternalsError(
+            f"triton {triton.__version__} interpreter lacks {', '.join(missing)}; bounds checks cannot be installed")
+
+
+def _lookup(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _enable_device_assert(interp: Any) -> None:
+    builder = interp.interpreter_builder
+    options = getattr(builder, "options", None)
+    fields = getattr(interp.InterpreterOptions, "__dataclass_fields__", {})
+    if options is None or "debug" not in fields:
+        raise InterpreterInternalsError("interpreter_builder.options / InterpreterOptions.debug not found")
+    kwargs = {"debug": True}
+    if "sanitize_overflow" in fields:
+        kwargs["sanitize_overflow"] = False
+    builder.options = interp.InterpreterOptions(**kwargs)
+    create_assert = getattr(interp.InterpreterBuilder, "create_assert", None)
+    if create_assert is not None:  # only to name the failing program in the message
+        interp.InterpreterBuilder.create_assert = _naming_program(create_assert)
+
+
+def _naming_program(create_assert: Callable) -> Callable:
+
+    def create_assert_with_program(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return create_assert(self, *args, **kwargs)
+        except AssertionError as e:
+            pid = tuple(int(i) for i in getattr(self, "grid_idx", ()) or ())
+            raise AssertionError(f"device_assert failed, program_id={pid}: {e}") from None
+
+    return create_assert_with_program
+
+
+def _track_arguments(interp: Any) -> None:
+    init_args = interp.GridExecutor._init_args_hst
+    implicit_cvt = interp._implicit_cvt
+
+    def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        _STATE.begin(list(getattr(self, "arg_names", [])), list(args_hst), dict(kwargs_hst))
+        return args_hst, kwargs_hst
+
+    def _implicit_cvt(arg: Any) -> Any:
+        out = implicit_cvt(arg)  # recurses through this module global, so tuples are tagged too
+        if hasattr(arg, "data_ptr") and hasattr(out, "handle"):
+            setattr(out.handle, _TAG, _STATE.extent_for(arg))
+        return out
+
+    interp.GridExecutor._init_args_hst = _init_args_hst
+    interp._implicit_cvt = _implicit_cvt
+
+
+def _guard_memory_ops(interp: Any, guard_bytes: int) -> None:
+    builder_cls = interp.InterpreterBuilder
+    specs = (("create_masked_load", "load", "ptrs", "mask"), ("create_masked_store", "store", "ptrs", "mask"),
+             ("create_atomic_rmw", "atomic_rmw", "ptr", "mask"), ("create_atomic_cas", "atomic_cas", "ptr", None))
+    for method, kind, ptr_param, mask_param in specs:
+        original = getattr(builder_cls, method)
+        setattr(builder_cls, method, _guarded(original, method, kind, ptr_param, mask_param, guard_bytes))
+
+
+def _guarded(original: Callable, method: str, kind: str, ptr_param: str, mask_param: str | None,
+             guard_bytes: int) -> Callable:
+    params = list(inspect.signature(original).parameters)[1:]  # drop self
+    for wanted in (ptr_param, mask_param):
+        if wanted is not None and wanted not in params:
+            raise InterpreterInternalsError(f"InterpreterBuilder.{method} has no parameter {wanted!r}: {params}")
+    ptr_at = params.index(ptr_param)
+    mask_at = params.index(mask_param) if mask_param else -1
+
+    def method_with_check(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ptrs = kwargs[ptr_param] if ptr_param in kwargs else args[ptr_at]
+        mask = None
+        if mask_param is not None:
+            mask = kwargs[mask_param] if mask_param in kwargs else (args[mask_at] if mask_at < len(args) else None)
+        _check_access(ptrs, mask, kind, getattr(self, "grid_idx", None), guard_bytes)
+        return original(self, *args, **kwargs)
+
+    method_with_check.__name__ = method
+    return method_with_check
+
+
+def _propagate_provenance(interp: Any) -> None:
+    names = ("create_addptr", "create_splat", "create_broadcast", "create_expand_dims", "create_reshape",
+             "create_trans", "create_select", "create_cat", "create_join", "create_split", "create_bitcast")
+    handle_cls = interp.TensorHandle
+    for name in names:
+        original = getattr(interp.InterpreterBuilder, name, None)
+        if original is not None:  # a missing one only weakens provenance to "some argument"
+            setattr(interp.InterpreterBuilder, name, _propagating(original, handle_cls))
+    for cls in (interp.BlockPointerHandle, interp.TensorDescHandle):
+        cls.materialize_pointers = _materializing(cls.materialize_pointers)
+
+
+def _propagating(original: Callable, handle_cls: type) -> Callable:
+
+    def method_with_provenance(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        ptr_inputs = [a for a in args if isinstance(a, handle_cls) and _is_pointer(a)]
+        if ptr_inputs:
+            ext = getattr(ptr_inputs[0], _TAG, None)
+            if ext is not None and all(getattr(a, _TAG, None) is ext for a in ptr_inputs):
+                for handle in out if isinstance(out, tuple) else (out, ):
+                    if isinstance(handle, handle_cls) and _is_pointer(handle):
+                        setattr(handle, _TAG, ext)
+        return out
+
+    method_with_provenance.__name__ = original.__name__
+    return method_with_provenance
+
+
+def _materializing(original: Callable) -> Callable:
+
+    def materialize_pointers(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ptrs, masks = original(self, *args, **kwargs)
+        ext = getattr(self.base, _TAG, None)
+        if ext is not None:
+            setattr(ptrs, _TAG, ext)
+        return ptrs, masks
+
+    return materialize_pointers
+
+
+def _is_pointer(handle: Any) -> bool:
+    import triton.language as tl
+
+    return isinstance(handle.dtype, tl.pointer_type)
+
+
+def _count_launches(interp: Any, log: LaunchLog) -> None:
+    run = interp.InterpretedFunction.run
+
+    def counted_run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
+        if not warmup and _any_bf16(list(args) + list(kwargs.values())):
+            log.saw_bf16 = True
+        out = run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        if not warmup and not _STATE.tuning:
+            name = getattr(self.fn, "__name__", "kernel")
+            log.counts[name] = log.counts.get(name, 0) + 1
+        return out
+
+    interp.InterpretedFunction.run = counted_run
+
+
+def _autotune_without_benchmarker() -> None:
+    from triton.runtime import autotuner
+
+    def run_once(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> list[float]:
+        with _tuning():
+            kernel_call()
+        return [1.0, 1.0, 1.0] if quantiles else 1.0  # all equal: the first config is kept
+
+    # Autotuner.do_bench asks the (absent) GPU driver for a benchmarker; replace it for every autotuner.
+    autotuner.Autotuner.do_bench = property(lambda self: run_once)
+
+
+@contextlib.contextmanager
+def _tuning() -> Iterator[None]:
+    _STATE.tuning += 1
+    try:
+        yield
+    finally:
+        _STATE.tuning -= 1
+
+
+def _any_bf16(values: list[Any]) -> bool:
+    for value in values:
+        if isinstance(value, tuple) and _any_bf16(list(value)):
+            return True
+        if hasattr(value, "block_shape") and hasattr(value, "base") and _any_bf16([value.base]):
+            return True
+        dtype = getattr(value, "dtype", None)
+        if hasattr(value, "data_ptr") and (dtype == torch.bfloat16 or str(dtype) in ("bf16", "bfloat16")):
+            return True
+    return False
+
+
+# --- the check ------------------------------------------------------------------------------------
+
+
+def _view_extent(tensor: Any, name: str) -> _Extent:
+    base = tensor if isinstance(tensor, torch.Tensor) else getattr(tensor, "base", tensor)  # TensorWrapper
+    lo, itemsize = base.data_ptr(), base.element_size()
+    if base.numel() == 0:
+        return _Extent(name, lo, lo, itemsize)
+    last = sum((size - 1) * stride for size, stride in zip(base.shape, base.stride()))  # torch strides are >= 0
+    return _Extent(name, lo, lo + (last + 1) * itemsize, itemsize)
+
+
+def _check_access(ptrs: Any, mask: Any, kind: str, program_id: Any, guard_bytes: int) -> None:
+    addrs = np.asarray(ptrs.data).astype(np.uint64, copy=False)
+    if mask is not None:
+        mask_data = mask if isinstance(mask, np.ndarray) else mask.data  # block pointers pass bare arrays
+        addrs = addrs[np.broadcast_to(np.asarray(mask_data, dtype=bool), addrs.shape)]
+    addrs = addrs.reshape(-1)
+    if addrs.size == 0:
+        return
+    width = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+    own = getattr(ptrs, _TAG, None)
+    allowed = [own] if own is not None else _STATE.extents
+    ok = np.zeros(addrs.shape, dtype=bool)
+    for ext in allowed:
+        ok |= (addrs >= np.uint64(ext.lo)) & (addrs + np.uint64(width) <= np.uint64(ext.hi))
+    if not ok.all():
+        raise OutOfBoundsError(_describe(kind, addrs[~ok], addrs.size, own, program_id, guard_bytes))
+
+
+def _describe(kind: str, bad: np.ndarray, n_active: int, own: _Extent | None, program_id: Any,
+              guard_bytes: int) -> str:
+    where = f"argument '{own.name}'" if own is not None else "every tensor argument"
+    pid = tuple(int(i) for i in program_id) if program_id is not None else "?"
+    text = f"out-of-bounds {kind}: {bad.size} of {n_active} active lane(s) outside {where}, program_id={pid}"
+    first = int(bad.min())
+    ref = own if own is not None else _nearest(first, guard_bytes)
+    if ref is None:
+        return f"{text}; lowest bad address is not within {guard_bytes} bytes of any tensor argument"
+    offset = first - ref.lo
+    n_elems = (ref.hi - ref.lo) // ref.itemsize
+    return (f"{text}; lowest bad lane is element {offset // ref.itemsize} (byte offset {offset}) "
+            f"of '{ref.name}', which has {n_elems} element(s)")
+
+
+def _nearest(addr: int, guard_bytes: int) -> _Extent | None:
+    best, best_gap = None, guard_bytes + 1
+    for ext in _STATE.extents:
+        gap = ext.lo - addr if addr < ext.lo else max(0, addr - ext.hi + 1)
+        if gap < best_gap:
+            best, best_gap = ext, gap
+    return best

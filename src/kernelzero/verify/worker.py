@@ -1,0 +1,187 @@
+"""The candidate's process: `python -m kernelzero.verify.worker OUT_FD` (started by the judge only).
+
+Everything here runs beside untrusted code, so nothing here is trusted: the judge compares outputs
+and decides the status. The worker imports the candidate (building its kernels), constructs
+`ModelNew`, runs the forward calls the judge asks for on the inputs the judge sends, and sends back
+outputs as raw bytes. Commands arrive as pickles on stdin; replies leave as JSON + bytes on OUT_FD.
+
+Commands: `load` (import, construct, load the reference's weights), `run` (one forward, outputs and
+inputs-after back), `time` (warm-up, timed calls over rotating input sets, last outputs back).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from kernelzero.verify.channel import recv_obj, send_msg
+
+LOG_LIMIT = 4000
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _tail(text: str, limit: int = LOG_LIMIT) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def classify(exc: BaseException) -> str:
+    """The verdict status an exception raised by candidate code maps to."""
+    name = type(exc).__name__
+    text = str(exc)
+    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():
+        return "oom"
+    if name in ("CompilationError", "CompileTimeAssertionFailure") or "Error building extension" in text:
+        return "compile_error"
+    if "illegal memory access" in text or "unspecified launch failure" in text or "misaligned address" in text:
+        return "crash"
+    return "runtime_error"
+
+
+class Worker:
+    """State of one candidate process."""
+
+    def __init__(self, out_fd: int):
+        self.out = out_fd
+        self.model: torch.nn.Module | None = None
+        self.device = "cpu"
+        self.log = None  # Triton interpreter LaunchLog on CPU
+        self.guard = None  # padded_clone on CPU with the interpreter
+
+    def reply_error(self, exc: BaseException, stage: str) -> None:
+        send_msg(self.out, {"ok": False, "status": classify(exc), "stage": stage,
+                            "message": f"{type(exc).__name__}: {_tail(str(exc), 600)}",
+                            "log": _tail(traceback.format_exc())})  # fmt: skip
+
+    def load(self, req: dict[str, Any]) -> None:
+        self.device = req["device"]
+        if req["interpret"]:
+            from kernelzero.verify import triton_interp
+
+            self.log = triton_interp.install_guards()
+            self.guard = triton_interp.padded_clone
+        if self.device.startswith("cuda"):
+            torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
+        start = time.perf_counter()
+        try:
+            spec = importlib.util.spec_from_file_location("candidate", req["path"])
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["candidate"] = module
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            send_msg(self.out, {"ok": False, "status": "format_error", "stage": "load",
+                                "message": f"not valid Python: line {exc.lineno}: {exc.msg}", "log": ""})  # fmt: skip
+            return
+        except BaseException as exc:
+            return self.reply_error(exc, "build")
+        build_s = time.perf_counter() - start
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            send_msg(self.out, {"ok": False, "status": "format_error", "stage": "load",
+                                "message": "the candidate defines no `class ModelNew(nn.Module)`", "log": ""})  # fmt: skip
+            return
+        start = time.perf_counter()
+        try:
+            torch.manual_seed(req["seed"])
+            model = cls(*req["init_inputs"])
+            params = self._load_weights(model, req["state_dict"])
+            model = model.to(self.device)
+            if req["dtype"] != "fp32":
+                model = model.to(DTYPES[req["dtype"]])
+            model.train(not req["eval_mode"])
+        except BaseException as exc:
+            return self.reply_error(exc, "init")
+        self.model = model
+        send_msg(self.out, {"ok": True, "params": params, "build_s": build_s, "init_s": time.perf_counter() - start})
+
+    @staticmethod
+    def _load_weights(model: torch.nn.Module, reference: dict[str, torch.Tensor]) -> str:
+        mine = model.state_dict()
+        same = mine.keys() == reference.keys() and all(mine[k].shape == reference[k].shape for k in mine)
+        if same and mine:
+            model.load_state_dict(reference, strict=True)
+            return "loaded"
+        return "seeded"
+
+    def _prepare(self, inputs: list[Any]) -> list[Any]:
+        out = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        if self.guard is not None:
+            out = [self.guard(x) if isinstance(x, torch.Tensor) else x for x in out]
+        return out
+
+    def _forward(self, inputs: list[Any]) -> list[torch.Tensor] | None:
+        with torch.no_grad():
+            raw = self.model(*inputs)
+        outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+            kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
+            send_msg(self.out, {"ok": False, "status": "shape_mismatch", "stage": "correctness",
+                                "message": f"forward must return tensors, returned {kinds}", "log": ""})  # fmt: skip
+            return None
+        return outs
+
+    def run(self, req: dict[str, Any]) -> None:
+        inputs = self._prepare(req["inputs"])
+        try:
+            outs = self._forward(inputs)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+        except BaseException as exc:
+            return self.reply_error(exc, "correctness")
+        if outs is None:
+            return
+        tensors_in = [x for x in inputs if isinstance(x, torch.Tensor)]
+        launches = dict(self.log.counts) if self.log else {}
+        send_msg(self.out, {"ok": True, "n_out": len(outs), "launches": launches,
+                            "bf16": bool(self.log and self.log.saw_bf16)}, outs + tensors_in)  # fmt: skip
+
+    def gpu_compile(self, req: dict[str, Any]) -> None:
+        """No GPU here: compile every Triton kernel the forward launches for the target GPU instead."""
+        from kernelzero.verify.triton_compile import compile_launches
+
+        inputs = self._prepare(req["inputs"])
+        try:
+            records = compile_launches(lambda: self._forward(inputs), arch=req["arch"], resource_usage=False)
+        except BaseException as exc:
+            return self.reply_error(exc, "build")
+        send_msg(self.out, {"ok": True, "records": [
+            {"kernel": r.kernel, "config": r.config, "ok": r.ok, "error": r.error, "seconds": r.compile_seconds}
+            for r in records]})  # fmt: skip
+
+    def time(self, req: dict[str, Any]) -> None:
+        from kernelzero.verify.timing import time_calls
+
+        sets = [self._prepare(s) for s in req["input_sets"]]
+        last: dict[int, list[torch.Tensor]] = {}
+
+        def call(i: int) -> None:
+            outs = self._forward(sets[i])
+            if outs is None:
+                raise RuntimeError("forward returned no tensors")
+            last[i] = outs
+
+        try:
+            times = time_calls(call, req["order"], req["warmup"], self.device, req["host_check"])
+        except BaseException as exc:
+            return self.reply_error(exc, "timing")
+        outs = [t for i in range(len(sets)) for t in last[i]]
+        send_msg(self.out, {"ok": True, "times_ms": times, "n_out": len(last[0])}, outs)
+
+
+def main(argv: list[str]) -> int:
+    worker = Worker(int(argv[0]))
+    handlers = {"load": worker.load, "run": worker.run, "time": worker.time, "gpu_compile": worker.gpu_compile}
+    while True:
+        req = recv_obj(0)
+        if req["cmd"] == "exit":
+            return 0
+        handlers[req["cmd"]](req)
+
+
+if __name__ == "__main__":
+    os._exit(main(sys.argv[1:]))
