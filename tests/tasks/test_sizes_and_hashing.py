@@ -29,15 +29,29 @@ def test_size_globals_evaluates_integer_arithmetic_only():
 
 def test_scale_leaves_small_globals_alone_and_keeps_multiples_of_8():
     sizes = scaled_sizes(SOURCE, 0.25)
-    assert sizes == {"batch_size": 32, "N": 1024, "height": 16, "width": 16, "channels": 6}
+    assert sizes == {"batch_size": 32, "N": 1024, "height": 16, "width": 16, "channels": 16, "bias_shape": (1024, 1)}
     assert "dim" not in sizes and "kernel_size" not in sizes
 
 
-def test_scale_never_reaches_zero_and_rejects_bad_factors():
-    assert scaled_sizes("n = 16\n", 0.001) == {"n": 1}
+def test_scale_keeps_powers_of_two_and_equal_values_equal():
+    sizes = scaled_sizes("channels = 256\ngroups = 32\nd, w = 4096, 4096\nshape = (4096,)\nodd = 4095\n", 0.1)
+    assert sizes["channels"] == 32 and sizes["groups"] == 16 and sizes["channels"] % sizes["groups"] == 0
+    assert sizes["d"] == sizes["w"] == sizes["shape"][0] == 512
+    assert sizes["odd"] == 410
+
+
+def test_scale_never_goes_below_16_and_rejects_bad_factors():
+    assert scaled_sizes("n = 4096\n", 0.001) == {"n": 16}
     for bad in (0, -1, 1.5):
         with pytest.raises(SizeError):
             scaled_sizes(SOURCE, bad)
+
+
+def test_tuple_unpacking_and_tuple_overrides_apply():
+    tree = apply_sizes(ast.parse("a, b = 32, 64\nshape = (a, 3)\n"), {"b": 16, "shape": [8, 3]})
+    env: dict = {}
+    exec(compile(tree, "<t>", "exec"), env)
+    assert (env["a"], env["b"], env["shape"]) == (32, 16, (8, 3))
 
 
 def test_overrides_rewrite_assignments_so_dependents_follow():

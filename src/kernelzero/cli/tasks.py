@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 
 from rich.console import Console
 from rich.table import Table
@@ -91,18 +92,48 @@ def _list(tasks: list[Task], as_json: bool, console: Console) -> int:
     return 0
 
 
+SHRINK_FAILURES = {"import_error", "bad_init_inputs", "init_failed", "bad_inputs", "forward_failed", "bad_output"}
+
+
+def _scale_ladder(scale: float) -> list[float]:
+    """Milder scales to retry a task that broke when shrunk: F, sqrt(F), F^(1/4), 1."""
+    return [round(scale ** p, 4) for p in (0.5, 0.25)] + [1.0]
+
+
+def checks_with_fallback(tasks: list[Task], args: argparse.Namespace, options: CheckOptions):
+    """check_tasks, retrying tasks that broke under --scale at milder scales; the retry is reported."""
+    pending = {t.name: t for t in tasks}
+    broken: dict[str, str] = {}
+    for result in check_tasks(tasks, options):
+        if args.scale and args.scale < 1 and not result.ok and result.error in SHRINK_FAILURES:
+            broken[result.name] = f"scale {args.scale}: {result.error}"
+            continue
+        yield result
+    for scale in _scale_ladder(args.scale) if broken else []:
+        originals = [resize(replace(pending[n], sizes={}), sizes=parse_sizes(args.size) or None, scale=scale,
+                            preset=args.preset) for n in broken]  # fmt: skip
+        retry = {}
+        for result in check_tasks(originals, options):
+            note = f"shrunk task broke ({broken[result.name]}); checked at scale {scale}"
+            if not result.ok and result.error in SHRINK_FAILURES and scale < 1:
+                retry[result.name] = broken[result.name]
+                continue
+            yield replace(result, message=(result.message + "; " if result.message else "") + note)
+        broken = retry
+
+
 def _check(tasks: list[Task], args: argparse.Namespace, console: Console) -> int:
     options = CheckOptions(device=args.device, timeout_s=args.timeout, jobs=args.jobs, strict=args.strict)
     start = time.monotonic()
     failed = flagged = 0
-    for i, result in enumerate(check_tasks(tasks, options), 1):
+    for i, result in enumerate(checks_with_fallback(tasks, args, options), 1):
         failed += not result.ok
         flagged += bool(result.degenerate)
         if args.json:
             print(json.dumps(to_dict(result)), flush=True)
             continue
         mark = "[green]ok  [/]" if result.ok else f"[red]FAIL[/] {result.error}:"
-        detail = result.message if not result.ok else " ".join(result.output_shapes)
+        detail = result.message if not result.ok else " ".join(result.output_shapes) + (f"  [yellow]{result.message}[/]" if result.message else "")
         if result.ok and result.degenerate:
             detail += f"  [yellow](degenerate: {'; '.join(result.degenerate)})[/]"
         timing = f"{result.seconds:5.1f}s"

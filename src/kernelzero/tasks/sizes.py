@@ -6,14 +6,18 @@ by rewriting those assignments in the module's syntax tree before it runs, so gl
 other globals (`bias_shape`) follow the new values. Finding the current values uses a tiny evaluator
 of integer arithmetic over earlier globals: the caller's process never executes task code.
 
-`--scale F` multiplies every integer size global of 16 or more by F (rounded, at least 1; a value
-that was a multiple of 8 stays one where it can, since head counts and group counts often divide it)
-and leaves small values (axes, kernel sizes, strides) alone.
+`--scale F` multiplies every integer size global of 16 or more by F and leaves small values (axes,
+kernel sizes, strides) alone. Three rules keep shrunk problems valid: a power of two stays a power of
+two (so group and head counts keep dividing channel counts), a multiple of 8 stays one, and no value
+drops below 16 (spatial sizes stay larger than kernels). Equal values scale to equal values, and the
+integers inside tuple globals (`input_shape = (32768,)`) scale too, so problems whose shapes rely on
+two globals being equal stay consistent.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
 
 SCALE_MIN_VALUE = 16  # globals below this are axes, kernel sizes, strides: never scaled
@@ -54,40 +58,67 @@ def _eval_int(node: ast.expr, env: dict[str, int]) -> int | None:
     return None
 
 
-def size_globals(source: str) -> dict[str, int]:
-    """Module-level integer globals and their values, in order of assignment.
+def _pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, value expression) pairs a top-level assignment makes, unpacking `a, b = 1, 2`."""
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+        return [(stmt.target.id, stmt.value)]
+    if not isinstance(stmt, ast.Assign):
+        return []
+    out: list[tuple[str, ast.expr]] = []
+    for target in stmt.targets:
+        if isinstance(target, ast.Name):
+            out.append((target.id, stmt.value))
+        elif isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) and len(target.elts) == len(stmt.value.elts):
+            out += [(t.id, v) for t, v in zip(target.elts, stmt.value.elts) if isinstance(t, ast.Name)]
+    return out
 
-    >>> size_globals("N = 2048 * 2\\nh = w = 8\\nshape = (N, 1)\\n")
-    {'N': 4096, 'h': 8, 'w': 8}
-    """
-    env: dict[str, int] = {}
+
+def _globals(source: str) -> dict[str, int | tuple]:
+    env: dict[str, int | tuple] = {}
     for stmt in ast.parse(source).body:
-        if isinstance(stmt, ast.Assign):
-            value = _eval_int(stmt.value, env)
-            for target in stmt.targets:
-                if isinstance(target, ast.Name):
-                    if value is None:
-                        env.pop(target.id, None)
-                    else:
-                        env[target.id] = value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
-            value = _eval_int(stmt.value, env)
-            if value is not None:
-                env[stmt.target.id] = value
+        for name, expr in _pairs(stmt):
+            ints = {k: v for k, v in env.items() if isinstance(v, int)}
+            value: int | tuple | None = _eval_int(expr, ints)
+            if value is None and isinstance(expr, ast.Tuple):
+                items = [_eval_int(e, ints) for e in expr.elts]
+                value = tuple(items) if items and all(i is not None for i in items) else None
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
     return env
 
 
-def scaled_sizes(source: str, factor: float) -> dict[str, int]:
+def size_globals(source: str) -> dict[str, int]:
+    """Module-level integer globals and their values, in order of assignment.
+
+    >>> size_globals("N = 2048 * 2\\nh, w = 8, 9\\nshape = (N, 1)\\n")
+    {'N': 4096, 'h': 8, 'w': 9}
+    """
+    return {k: v for k, v in _globals(source).items() if isinstance(v, int)}
+
+
+def scale_value(value: int, factor: float) -> int:
+    """One size scaled by the module's rules (see the module docstring)."""
+    if value < SCALE_MIN_VALUE:
+        return value
+    target = value * factor
+    if value & (value - 1) == 0:
+        new = 2 ** round(math.log2(max(target, 1)))
+    elif value % 8 == 0:
+        new = round(target / 8) * 8
+    else:
+        new = round(target)
+    return min(value, max(SCALE_MIN_VALUE, new))
+
+
+def scaled_sizes(source: str, factor: float) -> dict[str, int | tuple]:
     """Overrides that shrink every size global >= 16 by `factor` (0 < factor <= 1)."""
     if not 0 < factor <= 1:
         raise SizeError(f"scale must be in (0, 1], got {factor}")
-    out: dict[str, int] = {}
-    for name, value in size_globals(source).items():
-        if value < SCALE_MIN_VALUE:
-            continue
-        new = max(1, round(value * factor))
-        if value % 8 == 0 and new >= 8:
-            new = max(8, round(new / 8) * 8)
+    out: dict[str, int | tuple] = {}
+    for name, value in _globals(source).items():
+        new = tuple(scale_value(v, factor) for v in value) if isinstance(value, tuple) else scale_value(value, factor)
         if new != value:
             out[name] = new
     return out
@@ -95,7 +126,7 @@ def scaled_sizes(source: str, factor: float) -> dict[str, int]:
 
 def check_overrides(source: str, sizes: dict[str, int]) -> None:
     """Raise SizeError if an override names no module-level integer global."""
-    known = size_globals(source)
+    known = _globals(source)
     unknown = sorted(set(sizes) - set(known))
     if unknown:
         raise SizeError(f"no size global named {', '.join(unknown)}; size globals are: {', '.join(known) or '(none)'}")
@@ -110,19 +141,23 @@ def apply_sizes(tree: ast.Module, sizes: dict[str, int]) -> ast.Module:
         return tree
     body: list[ast.stmt] = []
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id in sizes for t in stmt.targets
-        ):
-            for target in stmt.targets:
-                value: ast.expr = stmt.value
-                if isinstance(target, ast.Name) and target.id in sizes:
-                    value = ast.Constant(sizes[target.id])
-                new = ast.Assign(targets=[target], value=value)
-                body.append(ast.copy_location(new, stmt))
-        else:
+        pairs = _pairs(stmt)
+        if not any(name in sizes for name, _ in pairs):
             body.append(stmt)
+            continue
+        for name, value in pairs:
+            if name in sizes:
+                value = _literal(sizes[name])
+            new = ast.Assign(targets=[ast.Name(name, ast.Store())], value=value)
+            body.append(ast.copy_location(new, stmt))
     tree.body = body
     return ast.fix_missing_locations(tree)
+
+
+def _literal(value) -> ast.expr:
+    if isinstance(value, (list, tuple)):
+        return ast.Tuple([ast.Constant(v) for v in value], ast.Load())
+    return ast.Constant(value)
 
 
 def parse_sizes(items: list[str]) -> dict[str, int]:

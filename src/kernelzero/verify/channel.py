@@ -76,7 +76,7 @@ def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
     header = {**header, "_tensors": [[str(t.dtype).removeprefix("torch."), list(t.shape)] for t in cpu]}
     _write_frame(fd, json.dumps(header).encode())
     for t in cpu:
-        _write_frame(fd, t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        _write_frame(fd, t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
 
 
 def recv_msg(fd: int, max_bytes: int = MAX_FRAME) -> tuple[dict[str, Any], list[torch.Tensor]]:

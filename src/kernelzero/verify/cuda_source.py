@@ -223,7 +223,13 @@ def _patch_load_inline(builds: list[dict]) -> None:
         builds.append(_recorded(bound.arguments))
         return _Unbuilt(str(bound.arguments["name"]))
 
+    def refuse(*args, **kwargs):
+        raise RuntimeError("kernelzero captures load_inline builds only; torch.utils.cpp_extension.load "
+                           "(sources from files) is not supported")
+
     cpp_extension.load_inline = record
+    cpp_extension.load = refuse
+    cpp_extension._jit_compile = refuse  # nothing may build in a capture, whatever the entry point
 
 
 def _candidate_traceback(exc: BaseException) -> str:
@@ -311,7 +317,8 @@ def compile_check(
         return CompileResult(ok, stage, log[:LOG_LIMIT], round(time.monotonic() - start, 3), arch, **kw)
 
     if "cuda.cu" in files and (nvcc is None or host is None):
-        missing = "nvcc (looked in CUDA_HOME, CUDA_PATH, PATH)" if nvcc is None else "a host C++ compiler"
+        where = f"under {cuda_home}" if cuda_home else "(looked in CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)"
+        missing = f"nvcc {where}" if nvcc is None else "a host C++ compiler"
         return done(None, "no_compiler", f"no compiler: {missing} not found")
     if "cuda.cu" not in files and not check_cpp:
         return done(None, "nothing_to_check", "no cuda sources and the C++ check is off")
@@ -555,7 +562,7 @@ def _read_json(path: Path) -> dict | None:
 
 # ---------------------------------------------------------------------------------------------- reports
 
-_ERROR_LINE = re.compile(r": (fatal |catastrophic )?error\b|^nvcc fatal|^ptxas (error|fatal)|^c\+\+: fatal|^g\+\+: fatal")
+_ERROR_LINE = re.compile(r": (fatal |catastrophic )?error\b|^nvcc fatal|^ptxas (error|fatal)|^[cg]\+\+: fatal")
 _DIAG_START = re.compile(r"^(\S+(\(\d+\)|:\d+:\d+): |In file included from|nvcc |ptxas |\d+ errors? detected)")
 _LIBRARY = re.compile(r"\b(cublas\w*|cusparse\w*|cusolver\w*|cufft\w*|curand\w*|cudnn\w*|nccl\w*|cutlass|cute)\b")
 
@@ -630,7 +637,7 @@ def parse_ptxas(log: str) -> list[KernelUsage]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Capture a CUDA candidate's load_inline builds and compile-check them.")
+    parser = argparse.ArgumentParser(description="Capture a candidate's load_inline builds and compile-check them.")
     parser.add_argument("candidate", help="path of the candidate .py (defines ModelNew, calls load_inline)")
     parser.add_argument("--arch", default="sm_90", help="target GPU architecture, e.g. sm_90")
     parser.add_argument("--no-cpp", action="store_true", help="skip the C++ syntax check of main.cpp")

@@ -81,12 +81,16 @@ class Judge:
         self.stage_s[stage] = round(self.stage_s.get(stage, 0.0) + time.perf_counter() - start, 4)
 
     # -- reference side --------------------------------------------------------------------------
-    def _inputs(self, seed: int) -> list:
+    def _inputs(self, seed: int) -> tuple[list, list]:
+        """(host copy to send to the worker, device copy for the reference) of one input draw."""
         torch.manual_seed(seed)
         raw = list(self.ref.get_inputs())
         dtype = DTYPES[self.opts.precision]
         cast = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in raw]
-        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cast]
+        return cast, [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cast]
+
+    def _on_device(self, tensors: list) -> list:
+        return [t.to(self.device) for t in tensors]
 
     def _expected(self, inputs: list) -> list[torch.Tensor]:
         with torch.no_grad():
@@ -183,12 +187,12 @@ class Judge:
         self.fields["stage"] = "correctness"
         passed = 0
         for trial in range(self.opts.trials):
-            inputs = self._inputs(self.seed + 1 + trial)
+            host_inputs, inputs = self._inputs(self.seed + 1 + trial)
             t0 = time.perf_counter()
             expected = self._expected(inputs)
             self.stage_s["ref_forward_ms"] = max(self.stage_s.get("ref_forward_ms", 0), (time.perf_counter() - t0) * 1e3)
             start = time.perf_counter()
-            worker.send({"cmd": "run", "inputs": [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]})
+            worker.send({"cmd": "run", "inputs": host_inputs})
             reply, tensors = worker.receive(self._run_timeout(), f"correctness trial {trial}")
             self._timed("correctness", start)
             if not reply["ok"]:
@@ -196,9 +200,9 @@ class Judge:
             if reply.get("bf16") and "bf16" not in " ".join(self.notes):
                 self.notes.append("bf16 ran in Triton's interpreter, whose bf16 arithmetic is unreliable")
             outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"]:]
-            failure = compare([e.cpu() for e in expected], outs, self.atol, self.rtol, trial)
+            failure = compare(expected, self._on_device(outs), self.atol, self.rtol, trial)
             if failure is None:
-                changed = same_inputs([x.cpu() for x in inputs if isinstance(x, torch.Tensor)], after)
+                changed = same_inputs([x for x in inputs if isinstance(x, torch.Tensor)], self._on_device(after))
                 if changed:
                     return self.verdict("input_mutated", "correctness", changed, trials=trial + 1, trials_passed=passed)
                 passed += 1

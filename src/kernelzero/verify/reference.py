@@ -94,14 +94,14 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
 
     judge.fields["stage"] = "timing"
     start = time.perf_counter()
-    sets = [judge._inputs(judge.seed + 1000 + k) for k in range(judge.opts.input_sets)]
+    draws = [judge._inputs(judge.seed + 1000 + k) for k in range(judge.opts.input_sets)]
+    sets = [device for _, device in draws]
     expected = [judge._expected(s) for s in sets]
     rng = random.Random(secrets.randbits(64))
     order = [k % len(sets) for k in range(judge.opts.timed_calls)]
     rng.shuffle(order)
     host_check = judge.opts.profile != "kernelbench"
-    cpu_sets = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in s] for s in sets]
-    worker.send({"cmd": "time", "input_sets": cpu_sets, "order": order, "warmup": judge.opts.warmup_calls,
+    worker.send({"cmd": "time", "input_sets": [host for host, _ in draws], "order": order, "warmup": judge.opts.warmup_calls,
                  "host_check": host_check})  # fmt: skip
     reply, tensors = worker.receive(judge._run_timeout() * 4, "timing")
     judge._timed("timing", start)
@@ -109,7 +109,7 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
         return judge._failed(reply, worker)
     n = reply["n_out"]
     for k in range(len(sets)):
-        failure = compare([e.cpu() for e in expected[k]], tensors[k * n:(k + 1) * n], judge.atol, judge.rtol, -1)
+        failure = compare(expected[k], judge._on_device(tensors[k * n:(k + 1) * n]), judge.atol, judge.rtol, -1)
         if failure is not None:
             return judge.verdict(failure.status, "timing", f"an output of a timed call was wrong: {failure.message}",
                                  mismatch=failure.mismatch)  # fmt: skip

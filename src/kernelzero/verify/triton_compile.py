@@ -27,9 +27,10 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 # Largest dynamic shared memory per block (bytes), by compute capability; a kernel that needs more
 # fails at launch with OutOfResources.
@@ -138,6 +139,8 @@ def _compile_instead_of_launch(records: list[CompileRecord], arch: int, resource
         JITFunction.run, JITFunction._do_compile = saved["run"], saved["_do_compile"]
         if saved_bench is not None:
             Autotuner.do_bench = saved_bench
+        else:
+            del Autotuner.do_bench
 
 
 def _compiling_run(original: Callable, records: list[CompileRecord]) -> Callable:

@@ -19,7 +19,8 @@ What is guarded
   overruns of up to ``guard_bytes``. A violation raises :class:`OutOfBoundsError` before the access,
   which the interpreter re-raises as ``InterpreterError`` carrying the message.
 - ``tl.device_assert`` fires (``InterpreterOptions(debug=True)``). Integer-overflow sanitizing,
-  which Triton ties to debug mode, stays off: it flags the wrapping arithmetic of hashes and PRNGs.
+  which Triton ties to debug mode, stays off: it flags int32 arithmetic that wraps on purpose
+  (hashes), which a GPU build without debug accepts.
 - Completed launches are counted per kernel name; bf16 tensor arguments are noted.
 - ``@triton.autotune`` with several configs runs each config once, in order, and keeps the first
   (the interpreter has no benchmarker); those tuning runs are bounds-checked but not counted.
@@ -42,8 +43,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -134,7 +136,7 @@ def padded_clone(t: torch.Tensor, guard_bytes: int = 4096) -> torch.Tensor:
     nbytes = t.numel() * t.element_size()
     buf = torch.full((gap + nbytes + gap,), 0xFF, dtype=torch.uint8)
     out = buf[gap:gap + nbytes].view(t.dtype).view(t.shape)
-    out.copy_(t)
+    out.copy_(t.detach())
     return out
 
 
@@ -151,9 +153,9 @@ def install_guards(*, guard_bytes: int = 4096) -> LaunchLog:
     interp = _interpreter_module()
     _require(interp)
     log = LaunchLog()
+    _guard_memory_ops(interp, guard_bytes)  # first: it checks signatures before patching anything
     _enable_device_assert(interp)
     _track_arguments(interp)
-    _guard_memory_ops(interp, guard_bytes)
     _propagate_provenance(interp)
     _count_launches(interp, log)
     _autotune_without_benchmarker()
@@ -192,6 +194,8 @@ def _interpreter_module() -> Any:
 
 def _require(interp: Any) -> None:
     missing = [name for name in _REQUIRED if _lookup(interp, name) is None]
+    if "debug" not in getattr(interp.InterpreterOptions, "__dataclass_fields__", {}):
+        missing.append("InterpreterOptions.debug")
     if missing:
         import triton
 
@@ -208,15 +212,11 @@ def _lookup(obj: Any, dotted: str) -> Any:
 
 
 def _enable_device_assert(interp: Any) -> None:
-    builder = interp.interpreter_builder
-    options = getattr(builder, "options", None)
-    fields = getattr(interp.InterpreterOptions, "__dataclass_fields__", {})
-    if options is None or "debug" not in fields:
-        raise InterpreterInternalsError("interpreter_builder.options / InterpreterOptions.debug not found")
+    fields = interp.InterpreterOptions.__dataclass_fields__
     kwargs = {"debug": True}
     if "sanitize_overflow" in fields:
         kwargs["sanitize_overflow"] = False
-    builder.options = interp.InterpreterOptions(**kwargs)
+    interp.interpreter_builder.options = interp.InterpreterOptions(**kwargs)
     create_assert = getattr(interp.InterpreterBuilder, "create_assert", None)
     if create_assert is not None:  # only to name the failing program in the message
         interp.InterpreterBuilder.create_assert = _naming_program(create_assert)
@@ -257,9 +257,10 @@ def _guard_memory_ops(interp: Any, guard_bytes: int) -> None:
     builder_cls = interp.InterpreterBuilder
     specs = (("create_masked_load", "load", "ptrs", "mask"), ("create_masked_store", "store", "ptrs", "mask"),
              ("create_atomic_rmw", "atomic_rmw", "ptr", "mask"), ("create_atomic_cas", "atomic_cas", "ptr", None))
-    for method, kind, ptr_param, mask_param in specs:
-        original = getattr(builder_cls, method)
-        setattr(builder_cls, method, _guarded(original, method, kind, ptr_param, mask_param, guard_bytes))
+    guarded = {method: _guarded(getattr(builder_cls, method), method, kind, ptr_param, mask_param, guard_bytes)
+               for method, kind, ptr_param, mask_param in specs}
+    for method, replacement in guarded.items():
+        setattr(builder_cls, method, replacement)
 
 
 def _guarded(original: Callable, method: str, kind: str, ptr_param: str, mask_param: str | None,

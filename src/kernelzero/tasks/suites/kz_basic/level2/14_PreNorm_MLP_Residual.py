@@ -16,8 +16,8 @@ class Model(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
 
 
-tokens = 4096
-hidden = 1024
+tokens = 2048
+hidden = 768
 
 
 def get_inputs():

@@ -1,0 +1,147 @@
+"""Hand-written candidate kernels ("fixtures") under tests/kernels/{correct,wrong} and their headers.
+
+Every fixture file starts with a block of comment lines, then the candidate module:
+
+    # task: kz-basic:level1/21_GELU      SUITE:NAME of the task the candidate is written for
+    # backend: triton                    triton or cuda
+    # expect: correct                    the status on a GPU (at the task's bench sizes)
+    # expect-cpu: compiled               optional: the status without a GPU (smoke sizes) when it differs
+    # options: timeout_floor_s=5         optional: VerifyOptions overrides (key=value, space separated)
+    # gpu: skip                          optional: the GPU status is not deterministic; say why in `why`
+    # why: one line: what the candidate does, or which bug it has
+
+`load_fixtures()` parses them all; a malformed header raises `FixtureError` naming the file and line.
+`fixture.task()` loads the task (bench sizes), `fixture.verify_options()` builds the options.
+
+    PYTHONPATH=src:tests/verify python -c 'import fixtures; [print(f) for f in fixtures.load_fixtures()]'
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = ROOT / "tests" / "kernels"
+KEYS = ("task", "backend", "expect", "expect-cpu", "options", "gpu", "why")
+REQUIRED = ("task", "backend", "expect", "why")
+BACKENDS = ("triton", "cuda")
+
+
+class FixtureError(ValueError):
+    """A fixture file whose header is missing, incomplete or malformed."""
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """One candidate file and what the verifier must say about it."""
+
+    path: Path  # the candidate file
+    task_key: str  # "kz-basic:level1/21_GELU"
+    backend: str  # "triton" or "cuda"
+    expect: str  # status on a GPU
+    expect_cpu: str  # status without a GPU (expect-cpu, or expect when the header has none)
+    why: str  # what the candidate does / its bug
+    options: dict[str, Any] = field(default_factory=dict)  # VerifyOptions overrides
+    gpu_skip: bool = False  # "# gpu: skip": no deterministic status on a GPU
+
+    @property
+    def name(self) -> str:
+        """`correct/triton_gelu`: unique, used as the test id."""
+        return f"{self.path.parent.name}/{self.path.stem}"
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text()
+
+    def task(self):
+        """The task at its bench sizes (apply `kernelzero.tasks.resize(..., preset="smoke")` for CPU)."""
+        return load_task(self.task_key)
+
+    def verify_options(self, **overrides):
+        from kernelzero.verify import options_for
+
+        return options_for(**{**self.options, **overrides})
+
+
+def _value(text: str) -> Any:
+    """`5` -> 5, `2.5` -> 2.5, `true` -> True, anything else the string itself."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _parse_options(text: str, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise FixtureError(f"{where}: options must be key=value items, got {item!r}")
+        out[key] = _value(value)
+    return out
+
+
+def parse_header(path: Path) -> Fixture:
+    """The Fixture described by `path`'s leading comment lines; FixtureError if malformed."""
+    from kernelzero.types import STATUSES
+
+    fields: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.startswith("#"):
+            break
+        where = f"{path}:{lineno}"
+        key, sep, value = line[1:].strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in KEYS:
+            raise FixtureError(f"{where}: expected '# KEY: VALUE' with KEY one of {', '.join(KEYS)}, got {line!r}")
+        if key in fields:
+            raise FixtureError(f"{where}: {key!r} given twice")
+        if not value:
+            raise FixtureError(f"{where}: {key!r} has no value")
+        fields[key] = value
+    missing = [k for k in REQUIRED if k not in fields]
+    if missing:
+        raise FixtureError(f"{path}: header lacks {', '.join(missing)} (a fixture starts with '# task: ...', "
+                           f"'# backend: ...', '# expect: ...', '# why: ...' comment lines)")  # fmt: skip
+    if fields["backend"] not in BACKENDS:
+        raise FixtureError(f"{path}: backend must be one of {', '.join(BACKENDS)}, got {fields['backend']!r}")
+    for key in ("expect", "expect-cpu"):
+        if key in fields and fields[key] not in STATUSES:
+            raise FixtureError(f"{path}: {key} {fields[key]!r} is not a verifier status ({', '.join(STATUSES)})")
+    if ":" not in fields["task"]:
+        raise FixtureError(f"{path}: task must be SUITE:NAME, got {fields['task']!r}")
+    if fields.get("gpu", "skip") != "skip":
+        raise FixtureError(f"{path}: the only 'gpu' value is 'skip', got {fields['gpu']!r}")
+    return Fixture(
+        path=path, task_key=fields["task"], backend=fields["backend"], expect=fields["expect"],
+        expect_cpu=fields.get("expect-cpu", fields["expect"]), why=fields["why"],
+        options=_parse_options(fields.get("options", ""), str(path)), gpu_skip="gpu" in fields,
+    )  # fmt: skip
+
+
+def load_fixtures(root: Path = KERNELS) -> list[Fixture]:
+    """Every fixture under `root`/correct and `root`/wrong, sorted by name."""
+    paths = sorted(p for sub in ("correct", "wrong") for p in (root / sub).glob("*.py"))
+    return [parse_header(p) for p in paths]
+
+
+@functools.lru_cache(maxsize=None)
+def _suite(name: str):
+    from kernelzero.tasks import load_suite
+
+    return load_suite(name)
+
+
+def load_task(key: str):
+    """The task named SUITE:NAME (exact name), at its bench sizes; KeyError when there is none."""
+    suite, _, name = key.rpartition(":")
+    matches = [t for t in _suite(suite).tasks if t.name == name]
+    if len(matches) != 1:
+        raise KeyError(f"task {name!r} is not in suite {suite!r}")
+    return matches[0]
