@@ -91,6 +91,13 @@ STATUSES = (
     "nan_or_inf",  # an output holds NaN or Inf where the reference does not
     "mismatch",  # outputs differ beyond the tolerance
     "input_mutated",  # the candidate changed its inputs
+    # anti-cheat statuses (verify/anticheat*.py)
+    "static_violation",  # a static check found a forbidden construct (the message names the rule)
+    "no_kernel",  # a forward call launched none of the candidate's own kernels
+    "torch_compute",  # a PyTorch compute op ran inside forward (strict policy)
+    "bad_output",  # an output is not a plain dense tensor owning its memory (subclass, alias, expanded)
+    "tampered",  # the harness detected tampering (patched torch or timers, sys.modules, the result channel)
+    "unconfirmed_speedup",  # an implausible speedup was not confirmed by a stricter second verification
 )
 
 
@@ -150,5 +157,30 @@ class Verdict:
     speedup_compile: float | None = None  # ref_compile / timing
     timing_note: str = ""  # why timing fields are empty (no GPU, not correct, ...)
     notes: tuple[str, ...] = ()  # caveats: bf16 run in the interpreter, sandbox without user drop ...
+    policy: str = "strict"  # anti-cheat policy the status was decided under: "strict" or "kernelbench"
+    policy_status: dict[str, str] = field(default_factory=dict)  # the status under each policy
+    own_kernels: dict[str, int] = field(default_factory=dict)  # the candidate's kernels launched in one forward
+    torch_ops: tuple[str, ...] = ()  # PyTorch compute ops seen inside forward (allowed under "kernelbench")
+    task_degenerate: tuple[str, ...] = ()  # trivial answers that would pass on this task (tasks/quality.py)
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
     versions: dict[str, str] = field(default_factory=dict)  # torch, triton, python, kernelzero
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion of the Coder for one task (a line of a run's samples.jsonl)."""
+
+    task: str  # Task.name
+    task_hash: str  # tasks.hashing.task_hash of the task as prompted (sizes included)
+    sample_idx: int  # 0..n-1 within the task
+    level: int | None  # Task.level, for per-level metrics
+    backend: str  # "cuda" or "triton": what the prompt asked for
+    model: str  # the model spec string, e.g. "openai:qwen2.5-coder-7b", "replay:file.jsonl"
+    prompt_version: str  # coder prompt template version, e.g. "triton-v1"
+    completion: str  # the raw completion text
+    code: str  # the code extracted from it (coder.extract.extract_code)
+    output_tokens: int | None = None  # completion tokens as counted by the backend
+    prompt_tokens: int | None = None  # prompt tokens as counted by the backend
+    finish_reason: str = ""  # "stop", "length", ... as reported by the backend
+    seconds: float = 0.0  # generation wall time of this sample (its share of a batch)
+    seed: int | None = None  # sampling seed, when the backend takes one

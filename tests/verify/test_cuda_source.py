@@ -57,9 +57,10 @@ def test_capture_records_load_inline_arguments_without_building(relu_builds):
     assert len(relu_builds) == 1
     build = relu_builds[0]
     assert build.name == "kz_relu"
-    assert build.functions == ("relu_cuda",)
-    assert build.cpp_sources == ("torch::Tensor relu_cuda(torch::Tensor x);",)
-    assert len(build.cuda_sources) == 1 and "__global__ void relu_kernel" in build.cuda_sources[0]
+    (fn,) = build.functions
+    assert len(build.cpp_sources) == 1 and f"{fn}(" in build.cpp_sources[0]
+    assert len(build.cuda_sources) == 1 and "__global__ void" in build.cuda_sources[0]
+    assert f"torch::Tensor {fn}(" in build.cuda_sources[0]
     assert build.extra_cuda_cflags == ("-O3", "--use_fast_math")
     assert build.with_cuda is None and build.no_implicit_headers is False
 
@@ -180,4 +181,5 @@ def test_compile_check_torch_extension_with_cuda_context(relu_builds, tmp_path):
     # nvcc on cuda.cu (torch/extension.h, ATen/cuda/CUDAContext.h via the stubs) and c++ on main.cpp, in parallel.
     result = compile_check(relu_builds[0], workdir=tmp_path, timeout_s=600)
     assert result.ok is True and result.stage == "compiled", result.log_tail
-    assert [k.name for k in result.kernels] == ["_Z11relu_kernelPKfPfl"] and result.spill_bytes == 0
+    assert len(result.kernels) == 1 and "relu_kernel" in result.kernels[0].name, result.kernels
+    assert result.spill_bytes == 0

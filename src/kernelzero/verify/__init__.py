@@ -27,6 +27,12 @@ Statuses (a closed set, `kernelzero.types.STATUSES`) and what maps to them:
 | mismatch | values outside atol + rtol * abs(expected), in a correctness trial or in a timed call |
 | input_mutated | an input tensor differs after the call |
 | compiled | no GPU: the CUDA source compiled for the target GPU; nothing ran |
+| static_violation | a static check found a forbidden construct (verify/static.py: introspection, monkeypatching, threads, processes, file writes, the reference `Model`, try/except fallbacks to PyTorch, native threads/streams in CUDA) |
+| no_kernel | no kernel construct in the source, or a forward call (correctness or timed) launched none of the candidate's own kernels |
+| torch_compute | policy `strict`: a PyTorch compute op ran inside forward (allocation, copies and views are allowed) |
+| bad_output | an output is a tensor subclass, has a zero stride, or shares memory with an input or another output |
+| tampered | a function the harness relies on (timers, events, synchronise, comparison, the result channel) was replaced |
+| unconfirmed_speedup | a speedup above `speedup_cap` was not confirmed by a stricter second verification |
 | correct | all trials matched (and, on a GPU, the timed calls' outputs too) |
 
 Threat model (what is and is not protected) is in README.md, "The verifier's trust model".
@@ -104,6 +110,15 @@ def verify(task: Task, candidate: str, backend: str, options: VerifyOptions | No
     problem = format_problem(source)
     if problem:
         return _early(task, source, backend, opts, "format_error", "extract", problem)
+    if opts.static_checks:
+        from kernelzero.verify.static import check_candidate
+
+        violations = check_candidate(source, backend)
+        if violations:
+            status = "no_kernel" if all(v.rule == "no-kernel" for v in violations) else "static_violation"
+            found = [v for v in violations if status == "no_kernel" or v.rule != "no-kernel"]
+            message = "; ".join(f"line {v.line}: {v.message}" if v.line else v.message for v in found[:3])
+            return _early(task, source, backend, opts, status, "static", message)
     gpu = _gpu_available() and opts.device != "cpu"
     if backend == "cuda" and not gpu:
         from kernelzero.verify.cpu_cuda import verify_cuda_without_gpu

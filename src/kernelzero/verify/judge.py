@@ -22,7 +22,7 @@ import torch
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.tasks.module import ContractError, load_reference
-from kernelzero.tasks.quality import flatten_outputs
+from kernelzero.tasks.quality import degenerate_reasons, flatten_outputs
 from kernelzero.types import Task, Verdict, from_dict, to_dict
 from kernelzero.verify.compare import compare, same_inputs
 from kernelzero.verify.feedback import feedback_for
@@ -74,6 +74,9 @@ class Judge:
         )  # fmt: skip
         base.update(self.fields)
         base.update(extra)
+        base.pop("stage_hint", None)
+        base["policy"] = self.opts.policy
+        base.setdefault("policy_status", {p: status for p in ("strict", "kernelbench")})
         verdict = Verdict(**base)
         return Verdict(**{**base, "feedback": feedback_for(verdict)})
 
@@ -147,14 +150,14 @@ class Judge:
             self._timed("reference", start)
             return self._with_worker(worker, cand_path, interpret)
         except WorkerDied as exc:
-            return self.verdict(exc.status, self.fields.get("stage", "load"), str(exc), exit_signal=exc.exit_signal,
+            return self.verdict(exc.status, self.fields.get("stage_hint", "load"), str(exc), exit_signal=exc.exit_signal,
                                 exit_code=exc.exit_code, error_log=worker.log_tail())  # fmt: skip
         finally:
             worker.close()
 
     def _with_worker(self, worker: WorkerProcess, cand_path: Path, interpret: bool) -> Verdict:
         start = time.perf_counter()
-        self.fields["stage"] = "build"
+        self.fields["stage_hint"] = "build"
         worker.send({"cmd": "load", "path": str(cand_path), "device": self.device, "interpret": interpret,
                      "init_inputs": self.init_inputs, "seed": self.seed, "state_dict": self.state_dict,
                      "dtype": self.opts.precision, "eval_mode": self.opts.eval_mode,
@@ -184,8 +187,9 @@ class Judge:
         return max(self.opts.timeout_floor_s, self.opts.timeout_scale * ref_ms / 1e3)
 
     def _correctness(self, worker: WorkerProcess) -> Verdict | None:
-        self.fields["stage"] = "correctness"
+        self.fields["stage_hint"] = "correctness"
         passed = 0
+        draws: list = []
         for trial in range(self.opts.trials):
             host_inputs, inputs = self._inputs(self.seed + 1 + trial)
             t0 = time.perf_counter()
@@ -199,7 +203,12 @@ class Judge:
                 return self._failed(reply, worker)
             if reply.get("bf16") and "bf16" not in " ".join(self.notes):
                 self.notes.append("bf16 ran in Triton's interpreter, whose bf16 arithmetic is unreliable")
+            rejected = self._anticheat(reply, trial, passed)
+            if rejected is not None:
+                return rejected
             outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"]:]
+            if trial < 2:
+                draws.append((expected, inputs))
             failure = compare(expected, self._on_device(outs), self.atol, self.rtol, trial)
             if failure is None:
                 changed = same_inputs([x for x in inputs if isinstance(x, torch.Tensor)], self._on_device(after))
@@ -210,12 +219,46 @@ class Judge:
             return self.verdict(failure.status, "correctness", f"trial {trial}: {failure.message}",
                                 mismatch=failure.mismatch, trials=trial + 1, trials_passed=passed)  # fmt: skip
         self.fields.update(trials=self.opts.trials, trials_passed=passed)
+        if len(draws) == 2:
+            reasons = degenerate_reasons(draws[0][0], draws[1][0], draws[0][1], max(self.atol, 1e-6))
+            if reasons:
+                self.fields["task_degenerate"] = tuple(reasons)
+                self.notes.append("degenerate task, a trivial answer passes: " + "; ".join(reasons))
         return None
+
+    def _anticheat(self, reply: dict, trial: int, passed: int) -> Verdict | None:
+        """The status of a call that ran but broke the rules (see guards.py); None when clean."""
+        where = dict(trials=trial + 1, trials_passed=passed, own_kernels=reply.get("launches", {}),
+                     torch_ops=tuple(reply.get("torch_ops", ())))  # fmt: skip
+        self.fields["own_kernels"] = where["own_kernels"]
+        if reply.get("tampered"):
+            return self.verdict("tampered", "correctness", f"the harness was tampered with ({reply['tampered']})", **where)
+        if reply.get("output_problem"):
+            return self.verdict("bad_output", "correctness", reply["output_problem"], **where)
+        if not reply.get("launches"):
+            return self.verdict("no_kernel", "correctness",
+                                f"trial {trial}: the forward launched none of the candidate's own kernels", **where)  # fmt: skip
+        ops = tuple(reply.get("torch_ops", ()))
+        if ops:
+            self.fields["torch_ops"] = tuple(sorted(set(self.fields.get("torch_ops", ())) | set(ops)))
+        return None
+
+    def policy_result(self, status: str, message: str) -> tuple[str, str, dict[str, str]]:
+        """(status, message, status per policy) for a run that was otherwise `status`."""
+        ops = self.fields.get("torch_ops", ())
+        per = {"kernelbench": status, "strict": status}
+        if ops and status == "correct":
+            per["strict"] = "torch_compute"
+        final = per[self.opts.policy]
+        if final == "torch_compute":
+            message = f"PyTorch compute ops ran inside forward: {', '.join(ops)} (not allowed under the strict policy)"
+        return final, message, per
 
     def _timing(self, worker: WorkerProcess) -> Verdict:
         if self.device == "cpu" or not self.opts.time_it:
             note = "no GPU: correctness only" if self.device == "cpu" else "timing not asked for"
-            return self.verdict("correct", "done", timing_note=note)
+            status, message, per = self.policy_result("correct", "")
+            return self.verdict(status, "done", message, timing_note=note, policy_status=per)
         from kernelzero.verify.reference import timed_comparison
 
         return timed_comparison(self, worker)

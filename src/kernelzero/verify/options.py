@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 PRECISIONS = ("fp32", "fp16", "bf16")
 PROFILES = ("default", "strict", "kernelbench")
 BACKENDS = ("cuda", "triton")
+POLICIES = ("strict", "kernelbench")  # strict: no PyTorch compute op inside forward; kernelbench: allowed
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,10 @@ class VerifyOptions:
     """How one candidate is verified. Build with `options_for(profile, **overrides)`."""
 
     profile: str = "default"  # one of PROFILES
+    policy: str = "strict"  # what counts as the candidate's own work, one of POLICIES (see anti-cheat docs)
+    speedup_cap: float = 10.0  # a speedup over eager above this is re-verified more strictly before it counts
+    confirming: bool = False  # set on the stricter second verification itself
+    static_checks: bool = True  # run verify/static.py before anything runs (off only to test the sandbox)
     precision: str = "fp32"  # dtype of floating inputs and parameters: fp32, fp16, bf16
     atol: float | None = None  # None: the profile's tolerance for the precision (or the task's)
     rtol: float | None = None  # None: as atol
@@ -67,6 +72,8 @@ def options_for(profile: str = "default", **overrides) -> VerifyOptions:
     if unknown:
         raise ValueError(f"unknown verify option(s) {unknown}; known: {sorted(fields)}")
     opts = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    if opts.policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {opts.policy!r}")
     if opts.precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {opts.precision!r}")
     if opts.trials < 1 or opts.timed_calls < 1 or opts.input_sets < 1:

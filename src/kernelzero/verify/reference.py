@@ -92,7 +92,7 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     """Time the candidate on rotating input sets, check their outputs, time the reference."""
     import time
 
-    judge.fields["stage"] = "timing"
+    judge.fields["stage_hint"] = "timing"
     start = time.perf_counter()
     draws = [judge._inputs(judge.seed + 1000 + k) for k in range(judge.opts.input_sets)]
     sets = [device for _, device in draws]
@@ -107,6 +107,11 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     judge._timed("timing", start)
     if not reply["ok"]:
         return judge._failed(reply, worker)
+    if reply.get("tampered"):
+        return judge.verdict("tampered", "timing", f"the harness was tampered with ({reply['tampered']})")
+    if reply.get("calls_without_kernel"):
+        return judge.verdict("no_kernel", "timing", f"{reply['calls_without_kernel']} timed call(s) launched none of "
+                                                    "the candidate's kernels (a cached or replayed result)")  # fmt: skip
     n = reply["n_out"]
     for k in range(len(sets)):
         failure = compare(expected[k], judge._on_device(tensors[k * n:(k + 1) * n]), judge.atol, judge.rtol, -1)
@@ -119,5 +124,33 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     judge._timed("reference_timing", start)
     stat = "mean_ms" if judge.opts.profile == "kernelbench" else "median_ms"
     ratio = lambda ref: getattr(ref, stat) / getattr(timing, stat) if ref and timing and getattr(timing, stat) > 0 else None  # noqa: E731
-    return judge.verdict("correct", "done", timing=timing, ref_eager=eager, ref_compile=compiled,
-                         speedup_eager=ratio(eager), speedup_compile=ratio(compiled))  # fmt: skip
+    speedup = ratio(eager)
+    if speedup is not None and speedup > judge.opts.speedup_cap and not judge.opts.confirming:
+        rejected = confirm_speedup(judge, speedup)
+        if rejected is not None:
+            return rejected
+    status, message, per = judge.policy_result("correct", "")
+    return judge.verdict(status, "done", message, timing=timing, ref_eager=eager, ref_compile=compiled,
+                         speedup_eager=speedup, speedup_compile=ratio(compiled), policy_status=per)  # fmt: skip
+
+
+def confirm_speedup(judge: "Judge", speedup: float) -> Verdict | None:
+    """Re-verify an implausible speedup in a fresh worker with more trials, sets and timed calls.
+
+    None when the second run is correct and its speedup is at least half the first; else a
+    verdict `unconfirmed_speedup` saying what the second run found.
+    """
+    from dataclasses import replace
+
+    from kernelzero.verify.judge import Judge
+
+    opts = replace(judge.opts, confirming=True, trials=max(10, judge.opts.trials), timed_calls=100, input_sets=5,
+                   seed=None, baselines_dir=judge.opts.baselines_dir)  # fmt: skip
+    second = Judge(judge.task, judge.source, judge.backend, opts).run()
+    if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
+        judge.notes.append(f"speedup {speedup:.1f}x over the {judge.opts.speedup_cap:g}x cap confirmed by a stricter "
+                           f"second verification ({second.speedup_eager:.1f}x)")  # fmt: skip
+        return None
+    found = second.message or f"{second.status}, {second.speedup_eager or 0:.2f}x"
+    return judge.verdict("unconfirmed_speedup", "timing",
+                         f"{speedup:.1f}x over eager was not confirmed by a stricter second verification: {found}")  # fmt: skip

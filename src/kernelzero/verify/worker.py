@@ -59,12 +59,16 @@ class Worker:
                             "log": _tail(traceback.format_exc())})  # fmt: skip
 
     def load(self, req: dict[str, Any]) -> None:
+        from kernelzero.verify.guards import Guards
+
         self.device = req["device"]
         if req["interpret"]:
             from kernelzero.verify import triton_interp
 
             self.log = triton_interp.install_guards()
             self.guard = triton_interp.padded_clone
+        self.guards = Guards()
+        self.guards.install(req["interpret"])
         if self.device.startswith("cuda"):
             torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
         start = time.perf_counter()
@@ -126,19 +130,25 @@ class Worker:
         return outs
 
     def run(self, req: dict[str, Any]) -> None:
+        from kernelzero.verify.guards import output_problem
+
         inputs = self._prepare(req["inputs"])
         try:
-            outs = self._forward(inputs)
-            if self.device.startswith("cuda"):
-                torch.cuda.synchronize()
+            with self.guards.observe(record_ops=True):
+                outs = self._forward(inputs)
+                if self.device.startswith("cuda"):
+                    torch.cuda.synchronize()
         except BaseException as exc:
             return self.reply_error(exc, "correctness")
         if outs is None:
             return
         tensors_in = [x for x in inputs if isinstance(x, torch.Tensor)]
-        launches = dict(self.log.counts) if self.log else {}
-        send_msg(self.out, {"ok": True, "n_out": len(outs), "launches": launches,
-                            "bf16": bool(self.log and self.log.saw_bf16)}, outs + tensors_in)  # fmt: skip
+        report = {"launches": dict(self.guards.launches), "torch_ops": self.guards.last_ops,
+                  "tampered": self.guards.tampered(), "output_problem": output_problem(outs, inputs),
+                  "bf16": bool(self.log and self.log.saw_bf16)}  # fmt: skip
+        if report["output_problem"]:
+            outs = [o.clone() for o in outs]  # send values anyway; the judge rejects the aliasing
+        send_msg(self.out, {"ok": True, "n_out": len(outs), **report}, outs + tensors_in)
 
     def gpu_compile(self, req: dict[str, Any]) -> None:
         """No GPU here: compile every Triton kernel the forward launches for the target GPU instead."""
@@ -159,10 +169,15 @@ class Worker:
         sets = [self._prepare(s) for s in req["input_sets"]]
         last: dict[int, list[torch.Tensor]] = {}
 
+        without_kernel = []
+
         def call(i: int) -> None:
-            outs = self._forward(sets[i])
+            with self.guards.observe(record_ops=False):
+                outs = self._forward(sets[i])
             if outs is None:
                 raise RuntimeError("forward returned no tensors")
+            if not self.guards.launches:
+                without_kernel.append(i)
             last[i] = outs
 
         try:
@@ -170,7 +185,8 @@ class Worker:
         except BaseException as exc:
             return self.reply_error(exc, "timing")
         outs = [t for i in range(len(sets)) for t in last[i]]
-        send_msg(self.out, {"ok": True, "times_ms": times, "n_out": len(last[0])}, outs)
+        send_msg(self.out, {"ok": True, "times_ms": times, "n_out": len(last[0]), "calls_without_kernel": len(without_kernel),
+                            "tampered": self.guards.tampered()}, outs)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

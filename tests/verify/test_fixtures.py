@@ -1,0 +1,167 @@
+"""The hand-written candidates in tests/kernels/{correct,wrong} get the status their header names.
+
+Each fixture's header (see `fixtures.py`) names a kz-basic task, a backend, `expect` (the status on
+a GPU, at bench sizes) and, where it differs, `expect-cpu` (without a GPU, at the task's smoke sizes).
+
+- `test_header_*`: every header parses, names a known status and an existing task (fast).
+- `test_triton_fixture_cpu`: every Triton fixture through the real verifier on CPU (Triton's
+  interpreter + the sm_90 compile check), smoke sizes. Each spawns a judge and sandboxed workers:
+  10-40 s apiece on a 2-core machine; run with `-n 2`.
+- `test_cuda_fixture_cpu`: the cheap CUDA verdicts (format_error, no kernel) and the nvcc compile
+  check of one correct and one broken fixture (20-40 s each). `KZ_CUDA_FIXTURES=all` checks every
+  CUDA fixture (about 5 minutes on 2 cores).
+- `test_all_fixtures_gpu` (marker `gpu`): every fixture at bench sizes, 8 at a time, against
+  `expect`; correct ones must report timings and speedups.
+
+    PYTHONPATH=src .venv/bin/python -m pytest tests/verify/test_fixtures.py -n 2
+    PYTHONPATH=src python3 -m pytest tests/verify/test_fixtures.py -m gpu -s    # on a GPU host
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import fixtures as fx
+from kernelzero.types import STATUSES
+
+FIXTURES = fx.load_fixtures()
+TRITON = [f for f in FIXTURES if f.backend == "triton"]
+CUDA = [f for f in FIXTURES if f.backend == "cuda"]
+# CUDA fixtures checked on CPU by default: the compile check costs 20-40 s each, the others are cheap.
+CUDA_CPU_DEFAULT = {
+    "correct/cuda_relu",  # nvcc: compiled
+    "wrong/cuda_relu_compile_error",  # nvcc: compile_error
+    "wrong/cuda_relu_syntax_error",  # format_error before anything runs
+    "wrong/cuda_relu_no_kernel",  # no load_inline call: compile_error, import only
+}
+GPU_WORKERS = 8
+
+
+def _ids(items: list[fx.Fixture]) -> list[str]:
+    return [f.name for f in items]
+
+
+def _describe(f: fx.Fixture, verdict, want: str) -> str:
+    return (f"{f.name} ({f.task_key}, {f.backend}): got {verdict.status}, want {want}\n"
+            f"  why: {f.why}\n  message: {verdict.message}\n  feedback: {verdict.feedback}\n"
+            f"  notes: {verdict.notes}\n  stages: {verdict.stage_seconds}\n"
+            f"  error_log:\n{verdict.error_log[-3000:]}")  # fmt: skip
+
+
+def _verify_cpu(f: fx.Fixture):
+    from kernelzero.tasks import resize
+    from kernelzero.verify import verify
+
+    task = resize(f.task(), preset="smoke")
+    return verify(task, f.source, f.backend, f.verify_options(device="cpu"))
+
+
+# -- headers ---------------------------------------------------------------------------------------
+def test_header_fixture_set_is_complete():
+    assert len(FIXTURES) == len({f.name for f in FIXTURES})
+    assert len([f for f in TRITON if f.expect == "correct"]) >= 6
+    assert len([f for f in CUDA if f.expect == "correct"]) >= 3
+    wanted = {"format_error", "compile_error", "runtime_error", "timeout", "crash", "oom", "shape_mismatch",
+              "dtype_mismatch", "nan_or_inf", "mismatch", "input_mutated"}  # fmt: skip
+    missing = wanted - {f.expect_cpu for f in TRITON}
+    assert not missing, f"no Triton fixture reaches {sorted(missing)} on CPU"
+
+
+@pytest.mark.parametrize("f", FIXTURES, ids=_ids(FIXTURES))
+def test_header(f: fx.Fixture):
+    assert f.expect in STATUSES and f.expect_cpu in STATUSES
+    assert f.expect != "compiled", "`compiled` is a CPU-only status: put it in expect-cpu"
+    if f.backend == "cuda" and f.expect not in ("format_error", "compile_error"):
+        assert f.expect_cpu != f.expect, "a CUDA candidate cannot run without a GPU: give expect-cpu"
+    assert (f.expect == "correct") == (f.path.parent.name == "correct"), "correct/ holds exactly the correct ones"
+    assert f.path.name.startswith(f"{f.backend}_"), "file names start with the backend"
+    f.task()  # raises KeyError when the task does not exist
+    f.verify_options()  # raises ValueError for an unknown option
+
+
+def test_header_errors(tmp_path: Path):
+    good = "# task: kz-basic:level1/21_GELU\n# backend: triton\n# expect: correct\n# why: x\nimport torch\n"
+    path = tmp_path / "triton_x.py"
+    path.write_text(good.replace("# expect: correct\n", "# expect: correct\n# options: timeout_floor_s=3 trials=2\n"))
+    parsed = fx.parse_header(path)
+    assert parsed.options == {"timeout_floor_s": 3, "trials": 2} and parsed.expect_cpu == "correct"
+    for bad, message in [
+        (good.replace("# why: x\n", ""), "lacks why"),
+        (good.replace("correct", "mostly_correct"), "not a verifier status"),
+        (good.replace("triton\n", "opencl\n"), "backend must be"),
+        (good.replace("# why: x", "# reason: x"), "expected '# KEY: VALUE'"),
+        (good.replace("# why: x", "# why: x\n# why: y"), "given twice"),
+        (good.replace("# why: x", "# why: x\n# options: timeout_floor_s"), "key=value"),
+    ]:
+        path.write_text(bad)
+        with pytest.raises(fx.FixtureError, match=message):
+            fx.parse_header(path)
+
+
+# -- CPU -------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("f", TRITON, ids=_ids(TRITON))
+def test_triton_fixture_cpu(f: fx.Fixture):
+    verdict = _verify_cpu(f)
+    assert verdict.status == f.expect_cpu, _describe(f, verdict, f.expect_cpu)
+    if f.expect_cpu == "correct":
+        assert verdict.trials_passed == verdict.trials > 0
+        assert any("compiled for sm_90" in n for n in verdict.notes), verdict.notes
+
+
+def _cuda_cpu_selected() -> list[fx.Fixture]:
+    if os.environ.get("KZ_CUDA_FIXTURES") == "all":
+        return CUDA
+    return [f for f in CUDA if f.name in CUDA_CPU_DEFAULT]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("f", _cuda_cpu_selected(), ids=_ids(_cuda_cpu_selected()))
+def test_cuda_fixture_cpu(f: fx.Fixture):
+    from kernelzero.verify.cuda_source import find_nvcc
+
+    if f.expect_cpu in ("compiled", "compile_error") and f.name != "wrong/cuda_relu_no_kernel" and not find_nvcc():
+        pytest.skip("no nvcc here")
+    verdict = _verify_cpu(f)
+    assert verdict.status == f.expect_cpu, _describe(f, verdict, f.expect_cpu)
+
+
+# -- GPU -------------------------------------------------------------------------------------------
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
+def test_all_fixtures_gpu():
+    """Every fixture at bench sizes on the GPU, GPU_WORKERS verifications at a time."""
+    from kernelzero.verify import verify
+
+    todo = [f for f in FIXTURES if not f.gpu_skip]
+
+    def run(f: fx.Fixture):
+        start = time.monotonic()
+        verdict = verify(f.task(), f.source, f.backend, f.verify_options(device="cuda"))
+        return f, verdict, time.monotonic() - start
+
+    failures, lines = [], []
+    with ThreadPoolExecutor(max_workers=GPU_WORKERS) as pool:
+        for f, verdict, seconds in pool.map(run, todo):
+            speed = ""
+            if verdict.timing is not None:
+                speed = f" {verdict.timing.median_ms:.3f} ms, {verdict.speedup_eager or 0:.2f}x eager"
+            lines.append(f"{'ok ' if verdict.status == f.expect else 'BAD'} {f.name:45s} {verdict.status:15s}"
+                         f" want {f.expect:15s} {seconds:6.1f} s{speed}")  # fmt: skip
+            if verdict.status != f.expect:
+                failures.append(_describe(f, verdict, f.expect))
+            elif f.expect == "correct" and (verdict.timing is None or verdict.speedup_eager is None):
+                failures.append(f"{f.name}: correct but no timing/speedup ({verdict.timing_note})")
+    print("\n".join(lines))
+    assert not failures, "\n\n".join(failures) + "\n\n" + "\n".join(lines)
