@@ -37,6 +37,13 @@ GPU_RUN = [
 CPU_RUN = [("level1/1_a", 1, [("correct", None, 80), ("compiled", None, 90), ("mismatch", None, 100)])]
 
 
+@pytest.fixture
+def no_plots(monkeypatch):
+    """Reports without plots (each PNG costs ~0.3 s of CPU): for tests that read only the tables."""
+    monkeypatch.setattr(report.plots, "matplotlib_available", lambda: False)
+    monkeypatch.setattr(report, "matplotlib_available", lambda: False)
+
+
 def write_run(folder: Path, tasks: list, device: str = "NVIDIA H200", model: str = "test-model") -> Path:
     folder.mkdir(parents=True)
     samples, verdicts = [], []
@@ -78,7 +85,7 @@ def cells_by_header(text: str, first_cell: str) -> dict[str, str]:
     raise AssertionError(f"no row {first_cell!r}")
 
 
-def test_run_report_markdown_has_the_hand_computed_numbers(tmp_path):
+def test_run_report_markdown_has_the_hand_computed_numbers(tmp_path, no_plots):
     run = write_run(tmp_path / "gpu", GPU_RUN)
     text = write_report(run).read_text()
     l1, l2, everything = (cells_by_header(text, g) for g in ("level 1", "level 2", "all"))
@@ -91,7 +98,7 @@ def test_run_report_markdown_has_the_hand_computed_numbers(tmp_path):
     assert "model: test-model" in text and "status policy: verdict status" in text
 
 
-def test_run_report_status_breakdown(tmp_path):
+def test_run_report_status_breakdown(tmp_path, no_plots):
     text = write_report(write_run(tmp_path / "gpu", GPU_RUN)).read_text()
     statuses = text[text.index("### Statuses"):]
     l1 = cells_by_header(statuses, "level 1")
@@ -99,7 +106,7 @@ def test_run_report_status_breakdown(tmp_path):
     assert cells_by_header(statuses, "level 2")["runtime_error"] == "0"
 
 
-def test_cpu_run_shows_na_for_speed_metrics(tmp_path):
+def test_cpu_run_shows_na_for_speed_metrics(tmp_path, no_plots):
     text = write_report(write_run(tmp_path / "cpu", CPU_RUN, device="cpu")).read_text()
     l1 = cells_by_header(text, "level 1")
     assert l1["pass@1"] == "33.3"  # `compiled` is not correct
@@ -123,9 +130,7 @@ def test_cpu_run_has_no_speedup_plot(tmp_path):
     assert not (run / "speedups.png").exists() and (run / "statuses.png").exists()
 
 
-def test_plots_skipped_without_matplotlib(tmp_path, monkeypatch):
-    monkeypatch.setattr(report.plots, "matplotlib_available", lambda: False)
-    monkeypatch.setattr(report, "matplotlib_available", lambda: False)
+def test_plots_skipped_without_matplotlib(tmp_path, no_plots):
     run = write_run(tmp_path / "gpu", GPU_RUN)
     text = write_report(run).read_text()
     assert "Plots skipped: matplotlib is not installed" in text and not list(run.glob("*.png"))
@@ -177,7 +182,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(["report", *argv])
 
 
-def test_cli_prints_markdown_and_writes_files(tmp_path, capsys):
+def test_cli_prints_markdown_and_writes_files(tmp_path, capsys, no_plots):
     gpu, cpu = write_run(tmp_path / "gpu", GPU_RUN), write_run(tmp_path / "cpu", CPU_RUN, device="cpu")
     args = parse([str(gpu), str(cpu)])
     assert args.run(args) == 0

@@ -46,23 +46,26 @@ def _figure(width: float, height: float) -> Any:
 
 def _speedup_histogram(speedups: dict[str, Sequence[float]], path: Path) -> Path | None:
     import numpy as np
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
     series = {b: [s for s in v if s > 0] for b, v in speedups.items() if v}
     if not series:
         return None
     values = [s for v in series.values() for s in v]
     lo, hi = min(values + [0.5]) / 1.2, max(values + [2.0]) * 1.2
-    bins = np.geomspace(lo, hi, 30)
     fig = _figure(7, 4)
     ax = fig.add_subplot()
     for baseline, v in series.items():
-        ax.hist(v, bins=bins, alpha=0.6, label=f"vs {baseline} (n={len(v)})")
+        ax.hist(v, bins=np.geomspace(lo, hi, 30), alpha=0.6, label=f"vs {baseline} (n={len(v)})")
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))  # plain text: no mathtext parsing
+    ax.set_xlim(lo, hi)
+    # ticks at powers of two, labelled "0.5x", "2x": plain text, no mathtext parsing
+    ax.xaxis.set_major_locator(FixedLocator([2.0**i for i in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 1)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set(xlabel="speedup (log scale; > 1 is faster than the baseline)", ylabel="correct samples",
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="speedup (log scale; > 1x is faster than the baseline)", ylabel="correct samples",
            title="Speedup of correct samples")  # fmt: skip
     ax.legend()
     fig.savefig(path, bbox_inches="tight")
@@ -79,8 +82,9 @@ def _bars(ax: Any, labels: list[str], series: dict[str, list[float | None]], tit
         heights = [np.nan if v is None else 100 * v for v in values]
         ax.bar(x + (i - (len(series) - 1) / 2) * width, heights, width, label=name)
     ax.set_xticks(x, labels)
-    ax.set(ylabel="%", ylim=(0, 105), title=title)
-    ax.legend(fontsize="small")
+    ax.set_yticks(range(0, 101, 20))
+    ax.set(ylabel="%", ylim=(0, 118), title=title)  # headroom for the legend above the bars
+    ax.legend(fontsize="small", loc="upper left", ncols=len(series))
 
 
 def _at_k_bars(summary: dict[str, Any], path: Path) -> Path | None:
@@ -109,9 +113,10 @@ def _status_bars(summary: dict[str, Any], path: Path) -> Path | None:
     fig = _figure(8, 1.2 + 0.5 * len(labels))
     ax = fig.add_subplot()
     left = [0.0] * len(labels)
+    others = iter([c for i, c in enumerate(f"C{j}" for j in range(10)) if i != 2] * 3)  # C2 (green) is kept for correct
     for status in statuses:
         shares = [g["statuses"].get(status, 0) / max(g["samples"], 1) * 100 for _, g in pairs]
-        ax.barh(labels, shares, left=left, label=status)
+        ax.barh(labels, shares, left=left, label=status, color="C2" if status == "correct" else next(others))
         left = [a + b for a, b in zip(left, shares)]
     ax.set(xlabel="% of samples", xlim=(0, 100), title="Verdict statuses")
     ax.invert_yaxis()

@@ -339,14 +339,17 @@ def compile_check(
         argv, dropped = _cxx_argv(host, build, includes)
         jobs.append((argv, workdir / "cxx.log"))
         ignored += dropped
-    codes, timed_out = _run_group(jobs, workdir, _scrubbed_env(workdir, host, nvcc), timeout_s)
+    env = {**_scrubbed_env(workdir, host, nvcc), "LC_ALL": "C"}  # C locale: plain ASCII quotes in messages
+    codes, timed_out = _run_group(jobs, workdir, env, timeout_s)
     logs = {log.name: _read_bounded(log) for _, log in jobs}
     failed = [(log.name, code) for (_, log), code in zip(jobs, codes) if code != 0]
-    kernels = tuple(parse_ptxas(logs.get("nvcc.log", "")))
     text = _report(logs, failed, workdir)
-    extra = {"kernels": kernels, "ignored_flags": tuple(ignored)}
+    extra = {"kernels": tuple(parse_ptxas(logs.get("nvcc.log", ""))), "ignored_flags": tuple(ignored)}
+    # A step killed at the deadline may already have printed its errors: those are the useful feedback.
+    erred = [name for name, _ in failed if any(_ERROR_LINE.search(line) for line in logs[name].splitlines())]
     if timed_out:
-        return done(False, "timeout", f"compile took longer than {timeout_s:g} s\n{text}", **extra)
+        stage = ("cuda" if "nvcc.log" in erred else "cpp") if erred else "timeout"
+        return done(False, stage, f"stopped at the {timeout_s:g} s limit\n{text}", **extra)
     if not failed:
         return done(True, "compiled", text, **extra)
     if _needs_library(text, cuda_include):

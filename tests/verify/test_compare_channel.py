@@ -1,0 +1,96 @@
+"""The judge's comparison and the worker -> judge channel (no pickles from the candidate)."""
+
+import os
+import threading
+
+import pytest
+import torch
+
+from kernelzero.verify.channel import ChannelError, _write_frame, recv_msg, recv_obj, send_msg, send_obj
+from kernelzero.verify.compare import compare, same_inputs
+
+
+def test_compare_statuses():
+    exp = [torch.tensor([1.0, 2.0, 3.0])]
+    assert compare(exp, [exp[0].clone()], 1e-2, 1e-2) is None
+    assert compare(exp, [], 1e-2, 1e-2).status == "shape_mismatch"
+    assert compare(exp, [torch.zeros(4)], 1e-2, 1e-2).status == "shape_mismatch"
+    assert compare(exp, [exp[0].double()], 1e-2, 1e-2).status == "dtype_mismatch"
+    assert compare(exp, [torch.tensor([1.0, float("nan"), 3.0])], 1e-2, 1e-2).status == "nan_or_inf"
+    bad = compare(exp, [torch.tensor([1.0, 2.5, 3.0])], 1e-2, 1e-2)
+    assert bad.status == "mismatch" and bad.mismatch.index == (1,) and bad.mismatch.got == 2.5
+    assert bad.mismatch.bad_fraction == pytest.approx(1 / 3)
+
+
+def test_relative_tolerance_scales_with_the_reference_not_the_candidate():
+    exp = [torch.tensor([1.0])]
+    # |got - exp| = 0.5 <= atol + rtol * |got| would pass for a huge rtol on the candidate's side only
+    assert compare(exp, [torch.tensor([1.5])], 0.0, 0.4).status == "mismatch"
+    assert compare(exp, [torch.tensor([1.3])], 0.0, 0.4) is None
+
+
+def test_integer_outputs_must_match_exactly():
+    exp = [torch.tensor([1, 2, 3])]
+    assert compare(exp, [torch.tensor([1, 2, 4])], 1.0, 1.0).status == "mismatch"
+
+
+def test_same_inputs_names_the_changed_input():
+    a = [torch.ones(3), torch.zeros(2)]
+    assert same_inputs(a, [torch.ones(3), torch.zeros(2)]) == ""
+    assert "input 1" in same_inputs(a, [torch.ones(3), torch.ones(2)])
+
+
+def _pipe_roundtrip(send, recv):
+    r, w = os.pipe()
+    result = {}
+
+    def reader():
+        try:
+            result["v"] = recv(r)
+        except Exception as exc:  # re-raised in the test's thread
+            result["e"] = exc
+
+    t = threading.Thread(target=reader)
+    t.start()
+    send(w)
+    os.close(w)
+    t.join(10)
+    os.close(r)
+    if "e" in result:
+        raise result["e"]
+    return result["v"]
+
+
+def test_tensors_roundtrip_as_raw_bytes():
+    tensors = [torch.randn(3, 4), torch.arange(5), torch.randn(2, 2).to(torch.bfloat16), torch.empty(0, 3)]
+    header, got = _pipe_roundtrip(lambda w: send_msg(w, {"ok": True}, tensors), recv_msg)
+    assert header == {"ok": True}
+    for a, b in zip(tensors, got):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
+def test_judge_to_worker_objects():
+    obj = {"cmd": "run", "inputs": [torch.ones(2), 3]}
+    got = _pipe_roundtrip(lambda w: send_obj(w, obj), recv_obj)
+    assert got["cmd"] == "run" and torch.equal(got["inputs"][0], torch.ones(2))
+
+
+@pytest.mark.parametrize("payload", [b"not json", b'{"no": "tensors key"}', b'{"_tensors": [["object", [1]]]}',
+                                     b'{"_tensors": [["float32", [-1]]]}'])  # fmt: skip
+def test_malformed_messages_are_rejected_not_executed(payload):
+    with pytest.raises(ChannelError):
+        _pipe_roundtrip(lambda w: _write_frame(w, payload), recv_msg)
+
+
+def test_tensor_with_wrong_byte_count_is_rejected():
+    def send(w):
+        _write_frame(w, b'{"_tensors": [["float32", [4]]]}')
+        _write_frame(w, b"\x00" * 3)
+
+    with pytest.raises(ChannelError, match="expected 16"):
+        _pipe_roundtrip(send, recv_msg)
+
+
+def test_closed_channel_is_an_error():
+    with pytest.raises(ChannelError, match="closed"):
+        _pipe_roundtrip(lambda w: None, recv_msg)
