@@ -90,9 +90,13 @@ def test_run_report_markdown_has_the_hand_computed_numbers(tmp_path, no_plots):
     text = write_report(run).read_text()
     l1, l2, everything = (cells_by_header(text, g) for g in ("level 1", "level 2", "all"))
     assert (l1["tasks"], l1["n"], l1["pass@1"], l1["pass@5"], l1["pass@10"]) == ("2", "5", "40.0", "100.0", "–")
-    assert (l1["fast_1"], l1["fast_0"], l1["fast_1@1"], l1["geomean vs eager"]) == ("50.0", "50.0", "30.0", "1.73x")
+    assert (l1["fast_1"], l1["fast_0"], l1["fast_1.5"], l1["geomean vs eager"]) == ("50.0", "50.0", "0.0", "1.73x")
     assert (l1["geomean vs compile"], l1["avg tokens"], l1["correct"]) == ("n/a", "200", "4/10")
-    assert (l2["pass@1"], l2["fast_1"], l2["fast_0"], l2["fast_1@1"]) == ("80.0", "0.0", "100.0", "40.0")
+    assert (l2["pass@1"], l2["fast_1"], l2["fast_0"]) == ("80.0", "0.0", "100.0")
+    fast_at_k = text[text.index("### fast_p@k"):text.index("### Statuses")]
+    assert row(fast_at_k, "level 1")[1:4] == ["0", "40.0", "100.0"]  # p = 0: fast_0@1 is pass@1
+    assert [r[3] for r in (row(line, "level 1") for line in fast_at_k.splitlines() if line.startswith("| level 1"))] \
+        == ["40.0", "30.0", "20.0"]  # fast_p@1 for p = 0, 1, 1.5
     assert (l2["geomean vs eager"], l2["avg tokens"]) == ("1.19x", "400")
     assert everything["pass@1"] == "53.3" and everything["tasks"] == "3"
     assert "model: test-model" in text and "status policy: verdict status" in text
@@ -110,7 +114,8 @@ def test_cpu_run_shows_na_for_speed_metrics(tmp_path, no_plots):
     text = write_report(write_run(tmp_path / "cpu", CPU_RUN, device="cpu")).read_text()
     l1 = cells_by_header(text, "level 1")
     assert l1["pass@1"] == "33.3"  # `compiled` is not correct
-    assert all(l1[h] == "n/a" for h in ("fast_0", "fast_1", "fast_1@1", "geomean vs eager", "geomean vs compile"))
+    assert all(l1[h] == "n/a" for h in ("fast_0", "fast_1", "geomean vs eager", "geomean vs compile"))
+    assert row(text[text.index("### fast_p@k"):], "level 1")[2:] == ["n/a", "–", "–"]  # fast_0@1; k = 5, 10 > n = 3
     assert "no timings in this run" in text and "| 0.0 |" not in text
 
 
@@ -142,7 +147,8 @@ def test_compare_runs_one_table_per_level_one_row_per_run(tmp_path):
     assert [line for line in text.splitlines() if line.startswith("### ")] == ["### level 1", "### level 2", "### all"]
     level1 = text[text.index("### level 1"):text.index("### level 2")]
     assert cells_by_header(level1, "gpu")["pass@1"] == "40.0" and cells_by_header(level1, "cpu")["pass@1"] == "33.3"
-    assert cells_by_header(level1, "cpu")["fast_1"] == "n/a"
+    assert cells_by_header(level1, "cpu")["fast_1"] == "n/a" and cells_by_header(level1, "cpu")["fast_1@1"] == "n/a"
+    assert cells_by_header(level1, "gpu")["fast_1@1"] == "30.0" and cells_by_header(level1, "cpu")["pass@5"] == "–"
     level2 = text[text.index("### level 2"):text.index("### all")]
     assert "| cpu |" not in level2 and cells_by_header(level2, "gpu")["pass@1"] == "80.0"
 

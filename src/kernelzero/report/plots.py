@@ -7,6 +7,7 @@ window is touched.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ def _status_bars(summary: dict[str, Any], path: Path) -> Path | None:
     fig = _figure(8, 1.2 + 0.5 * len(labels))
     ax = fig.add_subplot()
     left = [0.0] * len(labels)
-    others = iter([c for i, c in enumerate(f"C{j}" for j in range(10)) if i != 2] * 3)  # C2 (green) is kept for correct
+    others = itertools.cycle(f"C{j}" for j in range(10) if j != 2)  # green (C2) is kept for correct
     for status in statuses:
         shares = [g["statuses"].get(status, 0) / max(g["samples"], 1) * 100 for _, g in pairs]
         ax.barh(labels, shares, left=left, label=status, color="C2" if status == "correct" else next(others))

@@ -84,33 +84,33 @@ def _fast(group: dict[str, Any], p: float) -> str:
     return NA if group["fast_p"] is None else pct(group["fast_p"][p_key(p)])
 
 
-def _fast1_ks(summaries: Sequence[dict[str, Any]]) -> list[int]:
-    """The k of the fast_1@k columns: all k when every run has p = 1 among its thresholds, else none."""
-    return _ks(summaries) if all(1.0 in s["ps"] for s in summaries) else []
+def _fast1_ks(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool) -> list[int]:
+    """The k of the fast_1@k columns: all k when asked and every run has p = 1 among its thresholds."""
+    return _ks(summaries) if with_fast_at_k and all(1.0 in s["ps"] for s in summaries) else []
 
 
-def _metric_header(summaries: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+def _metric_header(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = True) -> tuple[str, ...]:
     return (
-        "tasks", "n", *(f"pass@{k}" for k in _ks(summaries)), *(f"fast_1@{k}" for k in _fast1_ks(summaries)),
+        "tasks", "n", *(f"pass@{k}" for k in _ks(summaries)), *(f"fast_1@{k}" for k in _fast1_ks(summaries, with_fast_at_k)),
         *(f"fast_{p_key(p)}" for p in _shown_ps(summaries)), *(f"geomean vs {b}" for b in SPEED_BASELINES),
         "avg tokens", "correct",
     )  # fmt: skip
 
 
-def _metric_cells(group: dict[str, Any], summaries: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+def _metric_cells(group: dict[str, Any], summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = True) -> tuple[str, ...]:
     fast1 = (group["fast_p@k"] or {}).get(p_key(1.0))  # None (n/a) without timings
     return (
         str(group["tasks"]), per_task(group), *(_at_k(group["pass@k"], k) for k in _ks(summaries)),
-        *(_at_k(fast1, k) for k in _fast1_ks(summaries)), *(_fast(group, p) for p in _shown_ps(summaries)),
+        *(_at_k(fast1, k) for k in _fast1_ks(summaries, with_fast_at_k)), *(_fast(group, p) for p in _shown_ps(summaries)),
         *(times(group["geomean_speedup"][b]) for b in SPEED_BASELINES),
         tokens(group["avg_output_tokens"]), f"{group['correct']}/{group['samples']}",
     )  # fmt: skip
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
-    """One row per level (and "all"): counts, pass@k, fast_1@k, fast_p, geomeans, tokens."""
-    rows = tuple((group_label(key), *_metric_cells(g, [summary])) for key, g in groups(summary))
-    return Table(f"Metrics (speed vs {summary['speed']})", ("level", *_metric_header([summary])), rows)
+    """One row per level (and "all"): counts, pass@k, fast_p, geomeans, tokens (fast_p@k has its own table)."""
+    rows = tuple((group_label(key), *_metric_cells(g, [summary], False)) for key, g in groups(summary))
+    return Table(f"Metrics (speed vs {summary['speed']})", ("level", *_metric_header([summary], False)), rows)
 
 
 def fast_at_k_table(summary: dict[str, Any]) -> Table:

@@ -303,8 +303,9 @@ def compile_check(
 ) -> CompileResult:
     """Compile-check `build` for `arch` in `workdir` (created if needed); never runs longer than `timeout_s`.
 
+    nvcc (cuda.cu) and, with `check_cpp`, c++ -fsyntax-only (main.cpp, ~20 s) run at the same time.
     `cuda_home` overrides CUDA_HOME / CUDA_PATH / PATH when looking for nvcc; `cxx` is the host compiler
-    (default: `c++` on PATH, as torch uses). `check_cpp=False` skips the ~20 s parse of main.cpp.
+    (default: `c++` on PATH, as torch uses).
     """
     if not re.fullmatch(r"sm_\d+[af]?", arch):
         raise ValueError(f"arch must look like sm_90 or sm_90a, got {arch!r}")
@@ -312,18 +313,9 @@ def compile_check(
     files = inline_files(build)
     nvcc = find_nvcc(cuda_home) if "cuda.cu" in files else None
     host = cxx or shutil.which("c++") or shutil.which("g++")
-
-    def done(ok: bool | None, stage: str, log: str, **kw) -> CompileResult:
-        return CompileResult(ok, stage, log[:LOG_LIMIT], round(time.monotonic() - start, 3), arch, **kw)
-
-    if "cuda.cu" in files and (nvcc is None or host is None):
-        where = f"under {cuda_home}" if cuda_home else "(looked in CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)"
-        missing = f"nvcc {where}" if nvcc is None else "a host C++ compiler"
-        return done(None, "no_compiler", f"no compiler: {missing} not found")
-    if "cuda.cu" not in files and not check_cpp:
-        return done(None, "nothing_to_check", "no cuda sources and the C++ check is off")
-    if host is None:
-        return done(None, "no_compiler", "no compiler: no C++ compiler on PATH")
+    skip = _cannot_check("cuda.cu" in files, nvcc, host, check_cpp, cuda_home)
+    if skip:
+        return CompileResult(None, skip[0], skip[1], round(time.monotonic() - start, 3), arch)
     workdir.mkdir(parents=True, exist_ok=True)
     for fname, text in files.items():
         (workdir / fname).write_text(text)
@@ -343,19 +335,39 @@ def compile_check(
     codes, timed_out = _run_group(jobs, workdir, env, timeout_s)
     logs = {log.name: _read_bounded(log) for _, log in jobs}
     failed = [(log.name, code) for (_, log), code in zip(jobs, codes) if code != 0]
+    ok, stage, text = _judge(logs, failed, timed_out, timeout_s, workdir, cuda_include)
+    kernels = tuple(parse_ptxas(logs.get("nvcc.log", "")))
+    seconds = round(time.monotonic() - start, 3)
+    return CompileResult(ok, stage, text[:LOG_LIMIT], seconds, arch, kernels, tuple(ignored))
+
+
+def _cannot_check(has_cuda: bool, nvcc: Path | None, host: str | None, check_cpp: bool,
+                  cuda_home: str | Path | None) -> tuple[str, str] | None:
+    """(stage, message) when this machine cannot check the build, else None."""
+    if has_cuda and nvcc is None:
+        where = f"under {cuda_home}" if cuda_home else "(looked in CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)"
+        return "no_compiler", f"no compiler: nvcc not found {where}"
+    if not has_cuda and not check_cpp:
+        return "nothing_to_check", "no cuda sources and the C++ check is off"
+    if host is None:
+        return "no_compiler", "no compiler: no host C++ compiler (c++, g++) on PATH"
+    return None
+
+
+def _judge(logs: dict[str, str], failed: list[tuple[str, int]], timed_out: bool, timeout_s: float,
+           workdir: Path, cuda_include: Path | None) -> tuple[bool | None, str, str]:
+    """(ok, stage, log text) from the steps' logs and exit codes."""
     text = _report(logs, failed, workdir)
-    extra = {"kernels": tuple(parse_ptxas(logs.get("nvcc.log", ""))), "ignored_flags": tuple(ignored)}
     # A step killed at the deadline may already have printed its errors: those are the useful feedback.
     erred = [name for name, _ in failed if any(_ERROR_LINE.search(line) for line in logs[name].splitlines())]
     if timed_out:
         stage = ("cuda" if "nvcc.log" in erred else "cpp") if erred else "timeout"
-        return done(False, stage, f"stopped at the {timeout_s:g} s limit\n{text}", **extra)
+        return False, stage, f"stopped at the {timeout_s:g} s limit\n{text}"
     if not failed:
-        return done(True, "compiled", text, **extra)
+        return True, "compiled", text
     if _needs_library(text, cuda_include):
-        return done(None, "needs_headers", f"uses a CUDA library whose headers are not installed here\n{text}", **extra)
-    stage = "cuda" if any(name == "nvcc.log" for name, _ in failed) else "cpp"
-    return done(False, stage, text, **extra)
+        return None, "needs_headers", f"uses a CUDA library whose headers are not installed here\n{text}"
+    return False, "cuda" if any(name == "nvcc.log" for name, _ in failed) else "cpp", text
 
 
 def find_nvcc(cuda_home: str | Path | None = None) -> Path | None:

@@ -1,0 +1,82 @@
+"""`kernelzero eval SUITE --model SPEC --backend {triton,cuda}`: evaluate a kernel-writing model.
+
+    kernelzero eval kz-basic --model replay:src/kernelzero/data/kz_basic_replay.jsonl --backend triton --preset smoke
+    kernelzero eval path/to/kernelbench.jsonl --level 1 2 --model openai:qwen2.5-coder-7b -n 5 --out runs/qwen
+    kernelzero eval kz-basic --config eval.yaml
+
+Writes a run folder (samples.jsonl, verdicts.jsonl, metrics.json, report.md, plots); re-running the
+same command resumes it. `--config FILE.yaml` reads the options (the names of EvalConfig's fields);
+flags given on the command line win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from kernelzero.cli.tasks import add_selection_args
+from kernelzero.evaluation.run import EvalConfig, run_eval
+from kernelzero.tasks.sizes import parse_sizes
+
+DEFAULT_REPLAY = Path(__file__).resolve().parents[1] / "data" / "kz_basic_replay.jsonl"
+
+
+def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
+    p = sub.add_parser(name, help="evaluate a model that writes kernels on a suite")
+    add_selection_args(p)
+    p.add_argument("--model", help=f"openai:MODEL, hf:PATH, vllm:PATH or replay:FILE (default: replay of {DEFAULT_REPLAY.name})")
+    p.add_argument("--backend", choices=("triton", "cuda"))
+    p.add_argument("-n", "--samples", type=int, help="samples per task (default 1)")
+    p.add_argument("--out", help="run folder (default runs/<suite>-<model>-<backend>)")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--top-p", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--concurrency", type=int, help="requests in flight (openai)")
+    p.add_argument("--profile", choices=("default", "strict", "kernelbench"))
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--jobs", type=int, help="verifications side by side (default 2)")
+    p.add_argument("--baselines", help="folder caching reference timings per GPU")
+    p.add_argument("--compile-baseline", action="store_true", default=None)
+    p.add_argument("--config", type=Path, help="YAML file with EvalConfig fields")
+    p.set_defaults(run=run)
+
+
+def config_from(args: argparse.Namespace) -> EvalConfig:
+    values: dict = yaml.safe_load(args.config.read_text()) if args.config else {}
+    fields = {f.name for f in dataclasses.fields(EvalConfig)}
+    unknown = set(values) - fields
+    if unknown:
+        raise ValueError(f"{args.config}: unknown option(s) {sorted(unknown)}; known: {sorted(fields)}")
+    flags = {"model": args.model, "backend": args.backend, "samples": args.samples, "out": args.out,
+             "temperature": args.temperature, "top_p": args.top_p, "max_tokens": args.max_tokens, "seed": args.seed,
+             "concurrency": args.concurrency, "profile": args.profile, "device": args.device, "jobs": args.jobs,
+             "baselines": args.baselines, "compile_baseline": args.compile_baseline, "preset": args.preset,
+             "scale": args.scale, "levels": tuple(args.level) if args.level else None,
+             "tasks": tuple(args.task) if args.task else None, "sizes": parse_sizes(args.size) or None}  # fmt: skip
+    values.update({k: v for k, v in flags.items() if v is not None})
+    values["suite"] = args.suite
+    values.setdefault("model", f"replay:{DEFAULT_REPLAY}")
+    values.setdefault("backend", "triton")
+    for key in ("levels", "tasks"):
+        if key in values:
+            values[key] = tuple(values[key])
+    if "out" not in values:
+        model = values["model"].split(":", 1)[-1].replace("/", "_").removesuffix(".jsonl")
+        values["out"] = str(Path("runs") / f"{Path(args.suite).stem}-{Path(model).name}-{values['backend']}")
+    return EvalConfig(**values)
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(soft_wrap=True)
+    cfg = config_from(args)
+    result = run_eval(cfg, console)
+    from kernelzero.report import print_summary
+
+    print_summary(result, console)
+    console.print(f"run folder: {cfg.out} (report.md, metrics.json, samples.jsonl, verdicts.jsonl)")
+    return 0

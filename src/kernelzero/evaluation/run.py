@@ -1,0 +1,181 @@
+"""`kernelzero eval`: suite x model x samples -> a run folder with samples, verdicts, metrics, report.
+
+    run = EvalConfig(suite="kz-basic", model="replay:completions.jsonl", backend="triton", samples=1,
+                     out=Path("runs/demo"), preset="smoke")
+    metrics = run_eval(run)
+
+The run folder:
+- `run.json`: the configuration, versions and date; a resumed run must match it (same model,
+  backend, suite and sizes), while more samples per task extend it;
+- `samples.jsonl`: one `Sample` per (task, sample_idx), appended as generations finish;
+- `verdicts.jsonl`: one record per (task, sample_idx): `{"task", "sample_idx", "level", "verdict",
+  "policies"}`, appended as verifications finish;
+- `metrics.json` and `report.md` (+ PNG plots), rewritten at the end of every run.
+Both JSONL files are append-only and resumable (evaluation/jsonl.py): an interrupted run, even one
+killed mid-line, continues where it stopped, and nothing is generated or verified twice.
+
+Headline numbers use the `kernelbench` anti-cheat policy (PyTorch ops allowed beside the
+candidate's own kernels, as in published KernelBench results); every verdict also records its
+status under the `strict` policy, which rewards use.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kernelzero.coder.backends import load_backend
+from kernelzero.coder.backends.base import GenRequest, Generation, SamplingParams
+from kernelzero.coder.extract import extract_code
+from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
+from kernelzero.evaluation.jsonl import JsonlLog
+from kernelzero.tasks import load_suite, resize, select, task_hash
+from kernelzero.types import Sample, Task, to_dict
+from kernelzero.verify import options_for, verify
+
+MATCHING = ("suite", "model", "backend", "levels", "tasks", "preset", "scale", "sizes", "profile")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One evaluation run."""
+
+    suite: str  # kz-basic, a KernelBench folder, a .py, .jsonl or .parquet file
+    model: str  # model spec: openai:MODEL, hf:PATH, vllm:PATH, replay:FILE.jsonl
+    backend: str  # the kernel language asked for: "triton" or "cuda"
+    out: str  # the run folder
+    samples: int = 1  # samples per task (n of pass@k)
+    levels: tuple[int, ...] = ()  # only these levels (empty: all)
+    tasks: tuple[str, ...] = ()  # only tasks matching these globs or ids (empty: all)
+    preset: str | None = None  # named size set, e.g. "smoke"
+    scale: float | None = None  # multiply size globals >= 16 by this
+    sizes: dict[str, int] = field(default_factory=dict)  # explicit size overrides
+    temperature: float = 1.0  # sampling temperature
+    top_p: float = 1.0  # nucleus mass
+    max_tokens: int = 8192  # completion tokens per sample
+    seed: int | None = None  # base sampling seed
+    concurrency: int = 8  # requests in flight (openai backend)
+    profile: str = "default"  # verifier profile
+    device: str = "auto"  # verification device: auto, cuda, cpu
+    jobs: int = 2  # verifications run side by side
+    baselines: str | None = None  # folder caching reference timings per GPU
+    compile_baseline: bool = False  # also time torch.compile (slow)
+
+
+def _load_tasks(cfg: EvalConfig) -> list[Task]:
+    suite = load_suite(cfg.suite)
+    tasks = select(suite.tasks, list(cfg.levels) or None, list(cfg.tasks) or None)
+    if not tasks:
+        raise ValueError(f"no task of {cfg.suite} matches the selection")
+    return [resize(t, sizes=cfg.sizes or None, scale=cfg.scale, preset=cfg.preset) for t in tasks]
+
+
+def _check_run_json(cfg: EvalConfig, out: Path) -> None:
+    path = out / "run.json"
+    mine = asdict(cfg)
+    if path.exists():
+        old = json.loads(path.read_text())["config"]
+        diff = [k for k in MATCHING if json.dumps(old.get(k)) != json.dumps(mine.get(k))]
+        if diff:
+            raise ValueError(f"{out} holds a run with other settings ({', '.join(diff)}); use another --out")
+    import torch
+
+    meta = {"config": mine, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "versions": {"python": platform.python_version(), "torch": torch.__version__},
+            "prompt_version": PROMPT_VERSIONS[cfg.backend]}  # fmt: skip
+    path.write_text(json.dumps(meta, indent=1))
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=False)  # fmt: skip
+
+
+def generate_missing(cfg: EvalConfig, tasks: list[Task], log: JsonlLog, console: Console) -> list[str]:
+    """Generate the samples `log` lacks; return the backend's warnings."""
+    params = SamplingParams(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                            max_tokens=cfg.max_tokens, seed=cfg.seed)  # fmt: skip
+    by_name = {t.name: t for t in tasks}
+    requests = []
+    for task in tasks:
+        missing = tuple(i for i in range(cfg.samples) if (task.name, i) not in log)
+        if missing:
+            requests.append(GenRequest(task.name, build_messages(task, cfg.backend), missing))
+    if not requests:
+        return []
+    options = {"concurrency": cfg.concurrency} if cfg.model.startswith("openai:") else {}
+    backend = load_backend(cfg.model, **options)
+    total = sum(len(r.sample_idxs) for r in requests)
+    with _progress(console) as bar:
+        job = bar.add_task("generate", total=total)
+
+        def on_done(request: GenRequest, gens: list[Generation]) -> None:
+            task = by_name[request.key]
+            for g in gens:
+                log.append(to_dict(Sample(
+                    task=task.name, task_hash=task_hash(task), sample_idx=g.sample_idx, level=task.level,
+                    backend=cfg.backend, model=cfg.model, prompt_version=PROMPT_VERSIONS[cfg.backend],
+                    completion=g.text if g.ok else "", code=extract_code(g.text) if g.ok else "",
+                    output_tokens=g.output_tokens, prompt_tokens=g.prompt_tokens,
+                    finish_reason=g.finish_reason, seconds=g.seconds, seed=g.seed,
+                )))  # fmt: skip
+            bar.advance(job, len(gens))
+
+        backend.generate(requests, params, on_done=on_done)
+    return list(getattr(backend, "warnings", []))
+
+
+def verify_missing(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdicts: JsonlLog, console: Console) -> None:
+    """Verify every stored sample that has no verdict yet, `cfg.jobs` at a time."""
+    by_name = {t.name: t for t in tasks}
+    todo = [s for s in samples.records() if s["task"] in by_name and (s["task"], s["sample_idx"]) not in verdicts]
+    if not todo:
+        return
+    opts = options_for(cfg.profile, policy="kernelbench", device=cfg.device, baselines_dir=cfg.baselines,
+                       compile_baseline=cfg.compile_baseline)  # fmt: skip
+
+    def one(sample: dict[str, Any]) -> None:
+        task = by_name[sample["task"]]
+        verdict = verify(task, sample["completion"], cfg.backend, opts)
+        verdicts.append({"task": task.name, "sample_idx": sample["sample_idx"], "level": task.level,
+                         "verdict": to_dict(verdict), "policies": verdict.policy_status})  # fmt: skip
+
+    with _progress(console) as bar, ThreadPoolExecutor(max(1, cfg.jobs)) as pool:
+        job = bar.add_task("verify", total=len(todo))
+        for future in as_completed([pool.submit(one, s) for s in todo]):
+            future.result()
+            bar.advance(job)
+
+
+def run_eval(cfg: EvalConfig, console: Console | None = None) -> dict[str, Any]:
+    """Run (or resume) an evaluation; return the metrics written to metrics.json."""
+    from kernelzero import metrics, report
+
+    console = console or Console()
+    if cfg.backend not in PROMPT_VERSIONS:
+        raise ValueError(f"backend must be one of {', '.join(PROMPT_VERSIONS)}, got {cfg.backend!r}")
+    tasks = _load_tasks(cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_run_json(cfg, out)
+    key = lambda r: (r["task"], r["sample_idx"])  # noqa: E731
+    samples, verdicts = JsonlLog(out / "samples.jsonl", key), JsonlLog(out / "verdicts.jsonl", key)
+    console.print(f"{len(tasks)} tasks x {cfg.samples} samples, model {cfg.model}, backend {cfg.backend} -> {out}")
+    for warning in generate_missing(cfg, tasks, samples, console):
+        console.print(f"[yellow]warning:[/] {warning}")
+    verify_missing(cfg, tasks, samples, verdicts, console)
+    names = {t.name for t in tasks}
+    sample_rows = [s for s in samples.records() if s["task"] in names and s["sample_idx"] < cfg.samples]
+    verdict_rows = [v for v in verdicts.records() if v["task"] in names and v["sample_idx"] < cfg.samples]
+    result = metrics.summarise(sample_rows, verdict_rows)
+    (out / "metrics.json").write_text(json.dumps(result, indent=1))
+    report.write_report(out)
+    return result
