@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import doctest
 import json
+from dataclasses import replace
 from math import comb
 
 import pytest
@@ -157,6 +158,9 @@ def test_policy_selects_the_status():
     strict = summarise([], records, ks=(1,), policy="strict")["overall"]
     assert strict["correct"] == 1 and strict["statuses"] == {"correct": 1, "mismatch": 2}
     assert summarise([], records, ks=(1,), policy="kernelbench")["overall"]["correct"] == 3
+    from_verdict = {"task": "a", "sample_idx": 0, "level": 1,
+                    "verdict": replace(verdict("correct", "a"), policy_status={"strict": "torch_compute"})}  # fmt: skip
+    assert summarise([], [from_verdict], ks=(1,), policy="strict")["overall"]["statuses"] == {"torch_compute": 1}
 
 
 def test_tokens_last_verdict_wins_and_unverified_samples():

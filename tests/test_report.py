@@ -58,7 +58,8 @@ def write_run(folder: Path, tasks: list, device: str = "NVIDIA H200", model: str
                              "policies": {"kernelbench": status, "strict": "mismatch"}})  # fmt: skip
     (folder / "samples.jsonl").write_text("".join(json.dumps(to_dict(s)) + "\n" for s in samples))
     (folder / "verdicts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in verdicts))
-    run = {"model": model, "backend": "triton", "suite": "kz-basic", "n": 5, "profile": "default", "device": device}
+    run = {"config": {"model": model, "backend": "triton", "suite": "kz-basic", "samples": 5, "profile": "default"},
+           "date": "2026-11-29T17:52:24", "versions": {"torch": "2.13.0"}}  # as `kernelzero eval` writes it
     (folder / "run.json").write_text(json.dumps(run))
     return folder
 
@@ -95,11 +96,12 @@ def test_run_report_markdown_has_the_hand_computed_numbers(tmp_path, no_plots):
     assert (l2["pass@1"], l2["fast_1"], l2["fast_0"]) == ("80.0", "0.0", "100.0")
     fast_at_k = text[text.index("### fast_p@k"):text.index("### Statuses")]
     assert row(fast_at_k, "level 1")[1:4] == ["0", "40.0", "100.0"]  # p = 0: fast_0@1 is pass@1
-    assert [r[3] for r in (row(line, "level 1") for line in fast_at_k.splitlines() if line.startswith("| level 1"))] \
-        == ["40.0", "30.0", "20.0"]  # fast_p@1 for p = 0, 1, 1.5
+    level1_rows = [line.split("|")[2:4] for line in fast_at_k.splitlines() if line.startswith("| level 1 ")]
+    assert [[c.strip() for c in r] for r in level1_rows] == [["0", "40.0"], ["1", "30.0"], ["1.5", "20.0"]]  # fast_p@1
     assert (l2["geomean vs eager"], l2["avg tokens"]) == ("1.19x", "400")
     assert everything["pass@1"] == "53.3" and everything["tasks"] == "3"
-    assert "model: test-model" in text and "status policy: verdict status" in text
+    assert "# kernelzero eval: test-model" in text and "- samples: 5" in text and "- versions: torch 2.13.0" in text
+    assert "status policy: verdict status" in text
 
 
 def test_run_report_status_breakdown(tmp_path, no_plots):
@@ -115,7 +117,7 @@ def test_cpu_run_shows_na_for_speed_metrics(tmp_path, no_plots):
     l1 = cells_by_header(text, "level 1")
     assert l1["pass@1"] == "33.3"  # `compiled` is not correct
     assert all(l1[h] == "n/a" for h in ("fast_0", "fast_1", "geomean vs eager", "geomean vs compile"))
-    assert row(text[text.index("### fast_p@k"):], "level 1")[2:] == ["n/a", "–", "–"]  # fast_0@1; k = 5, 10 > n = 3
+    assert "### fast_p@k" not in text  # a table of n/a only is left out
     assert "no timings in this run" in text and "| 0.0 |" not in text
 
 
@@ -199,3 +201,21 @@ def test_cli_prints_markdown_and_writes_files(tmp_path, capsys, no_plots):
     assert args.run(args) == 0
     assert html_out.read_text().startswith("<!DOCTYPE html>") and "speed vs compile" in md_out.read_text()
     assert (gpu / "report.md").is_file()
+
+
+
+def test_print_summary_shows_the_metrics_on_the_terminal(tmp_path):
+    from rich.console import Console
+
+    from kernelzero.metrics import summarise
+
+    _, samples, records = load_run(write_run(tmp_path / "gpu", GPU_RUN))
+    console = Console(record=True, width=250)
+    report.print_summary(summarise(samples, records), console)
+    text = console.export_text()
+    assert "40.0" in text and "1.73x" in text and "mismatch" in text
+
+    cpu_console = Console(record=True, width=250)
+    report.print_summary(summarise(*load_run(write_run(tmp_path / "cpu", CPU_RUN, device="cpu"))[1:]), cpu_console)
+    header = cpu_console.export_text().splitlines()
+    assert "no timings" in "\n".join(header) and not any("geomean" in line or "pass@5" in line for line in header)

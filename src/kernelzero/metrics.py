@@ -133,8 +133,8 @@ def _rows(samples: Iterable[Any], verdict_records: Iterable[dict], policy: str |
         verdict, key = record["verdict"], (record["task"], record["sample_idx"])
         sample = by_key.get(key)
         status = _get(verdict, "status")
-        if policy is not None:
-            status = (record.get("policies") or {}).get(policy, status)
+        if policy is not None:  # the record's policies, else the verdict's own, else its status
+            status = (record.get("policies") or _get(verdict, "policy_status") or {}).get(policy, status)
         level = record.get("level")
         if level is None and sample is not None:
             level = _get(sample, "level")
@@ -210,15 +210,17 @@ def level_key(level: int | None) -> str:
 
 
 def summarise(samples: Iterable[Any], verdict_records: Iterable[dict], ks: Sequence[int] = DEFAULT_KS,
-              ps: Sequence[float] = DEFAULT_PS, speed: str = "eager", policy: str | None = None) -> dict[str, Any]:  # fmt: skip
+              ps: Sequence[float] = DEFAULT_PS, speed: str = "eager",
+              policy: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Metrics of a run, overall and per level, as a JSON-ready dict (eval writes it as metrics.json).
 
     `samples`: `Sample`s or their dicts (for output tokens and levels). `verdict_records`: the lines of
     verdicts.jsonl, `{"task", "sample_idx", "level", "verdict": Verdict or dict, "policies": {...}}`.
     `speed` picks the baseline of fast_p and fast_p@k; geometric means are given against both.
-    `policy` ("kernelbench" or "strict") reads each record's `policies[policy]` as its status (the
-    verdict's status where the key is absent). pass@k and fast_p@k leave out any k above some task's
-    sample count (listed in "not_estimated"); speed metrics are None when the run has no timings.
+    `policy` ("kernelbench" or "strict") reads each record's `policies[policy]` (or the verdict's
+    `policy_status[policy]`) as its status, the verdict's status where the key is absent. pass@k and
+    fast_p@k leave out any k above some task's sample count (listed in "not_estimated"); speed metrics
+    are None when the run has no timings.
 
     >>> from kernelzero.types import Verdict
     >>> def rec(i, status, s=None):

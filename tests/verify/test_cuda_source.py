@@ -8,6 +8,7 @@ torch include flags and the stub headers work, so it stays in the default run.
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -158,6 +159,15 @@ def test_compile_check_undeclared_identifier_is_reported(tmp_path):
     assert result.ok is False and result.stage == "cuda"
     assert 'cuda.cu(4): error: identifier "size" is undefined' in result.log_tail
     assert "i < size" in result.log_tail  # the offending source line comes with it
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no c++")
+def test_compile_check_cpp_error_is_reported(tmp_path):
+    build = InlineBuild(name="cpp", cpp_sources=("int f(int x) { return y; }",), cuda_sources=(), functions=None,
+                        no_implicit_headers=True)
+    result = compile_check(build, workdir=tmp_path)
+    assert result.ok is False and result.stage == "cpp"
+    assert "main.cpp:1:23: error: 'y' was not declared in this scope" in result.log_tail
 
 
 @needs_nvcc

@@ -7,6 +7,7 @@ A run folder (written by `kernelzero eval`) holds `samples.jsonl` (one `Sample` 
     from kernelzero.report import write_report, compare_runs
     write_report("runs/qwen-l1")                       # runs/qwen-l1/report.md + PNGs
     print(compare_runs(["runs/a", "runs/b"]))          # markdown, one table per level
+    print_summary(metrics_dict)                         # rich tables on the terminal (kernelzero eval)
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from kernelzero.metrics import DEFAULT_KS, DEFAULT_PS, SPEED_BASELINES, correct_
 from kernelzero.report.html import render_page
 from kernelzero.report.markdown import comparison_markdown, run_markdown
 from kernelzero.report.plots import matplotlib_available, write_plots
-from kernelzero.report.tables import LEGEND, comparison_tables
+from kernelzero.report.tables import LEGEND, comparison_tables, flat_config
+from kernelzero.report.terminal import print_summary
 from kernelzero.types import Sample, from_dict
 from kernelzero.verify import verdict_from_dict
 
-__all__ = ["compare_runs", "load_run", "run_names", "write_report"]
+__all__ = ["compare_runs", "load_run", "print_summary", "run_names", "write_report"]
 
 FORMATS = ("md", "html")
 
@@ -68,7 +70,7 @@ def write_report(run_dir: str | Path, policy: str | None = None, speed: str = "e
     speedups = {b: correct_speedups(samples, records, b, policy) for b in SPEED_BASELINES}
     plots = write_plots(summary, speedups, run_dir)
     note = "" if matplotlib_available() else "Plots skipped: matplotlib is not installed (`pip install matplotlib`)."
-    title = f"kernelzero eval: {config.get('model') or run_dir.name}"
+    title = f"kernelzero eval: {flat_config(config).get('model') or run_dir.name}"
     path = run_dir / "report.md"
     path.write_text(run_markdown(title, config, summary, [p.name for p in plots], note))
     return path

@@ -24,7 +24,8 @@ def render_table(table: Table) -> str:
     """One <h3> title and one <table>, every string escaped."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>\n" for row in table.rows)
-    return f"<h3>{html.escape(table.title)}</h3>\n<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
+    title = html.escape(table.title)
+    return f"<h3>{title}</h3>\n<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
 
 
 def _image(path: Path) -> str:

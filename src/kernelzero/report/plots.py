@@ -62,7 +62,8 @@ def _speedup_histogram(speedups: dict[str, Sequence[float]], path: Path) -> Path
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
     # ticks at powers of two, labelled "0.5x", "2x": plain text, no mathtext parsing
-    ax.xaxis.set_major_locator(FixedLocator([2.0**i for i in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 1)]))
+    powers = range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 1)
+    ax.xaxis.set_major_locator(FixedLocator([2.0**i for i in powers]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))

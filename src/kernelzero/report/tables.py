@@ -90,18 +90,22 @@ def _fast1_ks(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool) -> list
 
 
 def _metric_header(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = True) -> tuple[str, ...]:
+    ks, fast_ks = _ks(summaries), _fast1_ks(summaries, with_fast_at_k)
     return (
-        "tasks", "n", *(f"pass@{k}" for k in _ks(summaries)), *(f"fast_1@{k}" for k in _fast1_ks(summaries, with_fast_at_k)),
+        "tasks", "n", *(f"pass@{k}" for k in ks), *(f"fast_1@{k}" for k in fast_ks),
         *(f"fast_{p_key(p)}" for p in _shown_ps(summaries)), *(f"geomean vs {b}" for b in SPEED_BASELINES),
         "avg tokens", "correct",
     )  # fmt: skip
 
 
-def _metric_cells(group: dict[str, Any], summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = True) -> tuple[str, ...]:
+def _metric_cells(group: dict[str, Any], summaries: Sequence[dict[str, Any]],
+                  with_fast_at_k: bool = True) -> tuple[str, ...]:  # fmt: skip
+    """The cells under `_metric_header`, for one level of one run."""
+    ks, fast_ks = _ks(summaries), _fast1_ks(summaries, with_fast_at_k)
     fast1 = (group["fast_p@k"] or {}).get(p_key(1.0))  # None (n/a) without timings
     return (
-        str(group["tasks"]), per_task(group), *(_at_k(group["pass@k"], k) for k in _ks(summaries)),
-        *(_at_k(fast1, k) for k in _fast1_ks(summaries, with_fast_at_k)), *(_fast(group, p) for p in _shown_ps(summaries)),
+        str(group["tasks"]), per_task(group), *(_at_k(group["pass@k"], k) for k in ks),
+        *(_at_k(fast1, k) for k in fast_ks), *(_fast(group, p) for p in _shown_ps(summaries)),
         *(times(group["geomean_speedup"][b]) for b in SPEED_BASELINES),
         tokens(group["avg_output_tokens"]), f"{group['correct']}/{group['samples']}",
     )  # fmt: skip
@@ -135,8 +139,9 @@ def status_table(summary: dict[str, Any]) -> Table:
 
 
 def run_tables(summary: dict[str, Any]) -> list[Table]:
-    """The tables of one run's report."""
-    return [summary_table(summary), fast_at_k_table(summary), status_table(summary)]
+    """The tables of one run's report (fast_p@k only when the run has timings)."""
+    timed = summary["overall"]["fast_p@k"] is not None
+    return [summary_table(summary), *([fast_at_k_table(summary)] if timed else []), status_table(summary)]
 
 
 def comparison_tables(named: dict[str, dict[str, Any]]) -> list[Table]:
@@ -152,10 +157,19 @@ def comparison_tables(named: dict[str, dict[str, Any]]) -> list[Table]:
     return tables
 
 
-def run_facts(config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+def flat_config(run_json: dict[str, Any]) -> dict[str, Any]:
+    """run.json's settings in one dict: its "config" (the eval config) merged with the top-level keys."""
+    nested = run_json.get("config")
+    return {**(nested if isinstance(nested, dict) else {}), **{k: v for k, v in run_json.items() if k != "config"}}
+
+
+def run_facts(run_json: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     """Short "name: value" lines about a run, from run.json and the summary."""
-    keys = ("model", "backend", "suite", "n", "profile", "device", "date")
-    facts = [f"{k}: {config[k]}" for k in keys if config.get(k) not in (None, "")]
+    config = flat_config(run_json)
+    keys = ("model", "backend", "suite", "samples", "n", "preset", "profile", "prompt_version", "device", "date")
+    facts = [f"{k}: {config[k]}" for k in keys if config.get(k) not in (None, "", [], {})]
+    if isinstance(config.get("versions"), dict) and config["versions"]:
+        facts.append("versions: " + ", ".join(f"{k} {v}" for k, v in config["versions"].items()))
     facts.append(f"status policy: {summary['policy'] or 'verdict status'}")
     if not any(summary["timed"].values()):
         facts.append("no timings in this run (CPU): speed metrics are n/a")

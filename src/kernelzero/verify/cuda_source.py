@@ -2,6 +2,9 @@
 
 What: `capture_load_inline(path, timeout_s)` runs a candidate module in a fresh Python process in which
 `torch.utils.cpp_extension.load_inline` only records its arguments, and returns them as `InlineBuild`s.
+Each call returns a stand-in extension, so the import goes on and a candidate with several builds is
+seen whole; calling into a stand-in raises a private BaseException that ends the import quietly.
+`load` and `_jit_compile` are replaced too: nothing is ever built during a capture.
 `compile_check(build, arch=..., workdir=...)` writes the two files `load_inline` (torch 2.13) would write,
 `main.cpp` (`#include <torch/extension.h>`, the cpp sources, generated pybind bindings for `functions`)
 and `cuda.cu` (`torch/types.h`, `cuda.h`, `cuda_runtime.h`, the cuda sources), then runs

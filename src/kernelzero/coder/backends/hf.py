@@ -61,7 +61,8 @@ class HFBackend:
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         self.tokenizer = tok
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype,
+                                                                  trust_remote_code=trust_remote_code)
         self.model = model.to(self.device).eval()
         self.eos_ids = sorted(set(_as_list(model.generation_config.eos_token_id)) | set(_as_list(tok.eos_token_id)))
 

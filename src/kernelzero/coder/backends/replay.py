@@ -84,7 +84,7 @@ class ReplayBackend:
             if missing:
                 self.missing[req.key] = missing
                 self.warnings.append(f"{req.key}: {len(stored)} completions stored in {self.path}, "
-                                     f"missing sample_idx {_ranges(missing)}")  # fmt: skip
+                                     f"missing sample_idx {_ranges(sorted(missing))}")  # fmt: skip
             if on_done is not None and gens:
                 on_done(req, gens)
         return results

@@ -1,0 +1,37 @@
+"""A run's metrics on the terminal (rich tables), as `kernelzero eval` prints them at the end of a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from kernelzero.report.tables import NA, NOT_ESTIMATED, Table, run_facts, status_table, summary_table
+
+
+def to_rich(table: Table) -> RichTable:
+    """A rich table of the same cells; numeric columns right-aligned."""
+    rich = RichTable(title=table.title, title_justify="left")
+    for i, head in enumerate(table.header):
+        rich.add_column(head, justify="left" if i == 0 else "right")
+    for row in table.rows:
+        rich.add_row(*row)
+    return rich
+
+
+def drop_empty_columns(table: Table) -> Table:
+    """The table without the columns where every row reads "n/a" or "–" (narrow terminals)."""
+    empty = (NA, NOT_ESTIMATED)
+    keep = [i for i in range(len(table.header)) if i == 0 or any(r[i] not in empty for r in table.rows)]
+    rows = tuple(tuple(r[i] for i in keep) for r in table.rows)
+    return Table(table.title, tuple(table.header[i] for i in keep), rows)
+
+
+def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
+    """Print the metrics table and the status breakdown of `metrics.summarise` output (rates in %)."""
+    console = console or Console()
+    for fact in run_facts({}, summary):
+        console.print(fact, highlight=False)
+    for table in (drop_empty_columns(summary_table(summary)), status_table(summary)):
+        console.print(to_rich(table))

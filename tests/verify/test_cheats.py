@@ -1,0 +1,227 @@
+"""Hand-written cheating candidates (tests/kernels/cheat/) against a naive harness and the verifier.
+
+Each fixture is a complete candidate module written to game a KernelBench-style evaluation, one or
+more per attack class of the threat model (/work/shared/research/security.md, classes A1-A31;
+coverage in docs/threat_model_coverage.md). Its header:
+
+    # task: kz-basic:level1/21_GELU      SUITE:NAME of the task
+    # backend: triton                    triton or cuda
+    # attack: A12 <class name>           the security.md class it belongs to
+    # policy: strict                     the verifier policy it is written for: strict or kernelbench
+    # naive: gpu                         optional, comma-separated: gpu (fools a naive harness only on a
+                                         GPU: streams, allocator reuse, CUDA extensions), candidate-first
+                                         (the naive harness runs the candidate before the reference)
+    # expect: torch_compute              the status the hardened verifier must give on a GPU
+    # expect-cpu: compiled               optional: the status without a GPU (smoke sizes), or `skip`
+                                         when a CPU run cannot observe the cheat
+    # options: trials=5                  optional VerifyOptions overrides (key=value ...)
+    # why: one line                      what the cheat does and which defence must catch it
+
+Tests:
+- `test_cheat_passes_naive_harness`: the cheat really fools the naive harness
+  (tests/verify/naive_harness.py): proof it is a real cheat. `naive: gpu` fixtures need a GPU.
+- `test_cheat_rejected`: `verify()` at smoke sizes without a GPU gives `expect-cpu` (or `expect`).
+- `test_cheat_rejected_gpu`, `test_cheat_passes_naive_harness_gpu` (marked gpu): the same on a GPU,
+  `expect` at the task's bench sizes (timing cheats need real sizes to look >10x faster).
+
+The verifier is asked with `options_for(profile, policy=policy)`, profile = the policy's name.
+
+    .venv/bin/python -m pytest tests/verify/test_cheats.py -n 2 -k naive      # about 30 s a fixture
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fixtures import load_task  # noqa: E402
+from naive_harness import run_naive  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+CHEATS = ROOT / "tests" / "kernels" / "cheat"
+COVERAGE_DOC = ROOT / "docs" / "threat_model_coverage.md"
+KEYS = ("task", "backend", "attack", "policy", "naive", "expect", "expect-cpu", "options", "why")
+REQUIRED = ("task", "backend", "attack", "policy", "expect", "why")
+POLICIES = ("strict", "kernelbench")
+NAIVE_FLAGS = ("gpu", "candidate-first")
+HAS_GPU = torch.cuda.is_available()
+
+
+@dataclass(frozen=True)
+class Cheat:
+    """One cheating candidate and what must happen to it."""
+
+    path: Path
+    task_key: str
+    backend: str
+    attack: str  # "A12 Fallback to torch ..."
+    policy: str  # strict | kernelbench
+    expect: str  # status on a GPU
+    expect_cpu: str  # status without a GPU, or "skip"
+    why: str
+    naive: frozenset[str] = frozenset()
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def attack_id(self) -> str:
+        return self.attack.split()[0]
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text()
+
+    def verify_options(self, **overrides):
+        from kernelzero.verify import options_for
+
+        return options_for(self.policy, policy=self.policy, **{**self.options, **overrides})
+
+
+def _options(text: str, path: Path) -> dict[str, Any]:
+    """`trials=5 seed=3` -> {"trials": 5, "seed": 3} (literals where they parse, else strings)."""
+    import ast
+
+    out: dict[str, Any] = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise ValueError(f"{path}: options must be key=value items, got {item!r}")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = {"true": True, "false": False}.get(value.lower(), value)
+    return out
+
+
+def parse_cheat(path: Path) -> Cheat:
+    """The Cheat described by `path`'s leading comment lines; ValueError naming the line if malformed."""
+    from kernelzero.types import STATUSES
+
+    fields: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.startswith("#"):
+            break
+        key, sep, value = line[1:].strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in KEYS or not value or key in fields:
+            raise ValueError(f"{path}:{lineno}: expected a new '# KEY: VALUE' with KEY in {KEYS}, got {line!r}")
+        fields[key] = value
+    missing = [k for k in REQUIRED if k not in fields]
+    if missing:
+        raise ValueError(f"{path}: header lacks {', '.join(missing)}")
+    if fields["backend"] not in ("triton", "cuda"):
+        raise ValueError(f"{path}: backend must be triton or cuda")
+    if fields["policy"] not in POLICIES:
+        raise ValueError(f"{path}: policy must be one of {POLICIES}")
+    if not re.fullmatch(r"A([1-9]|[12][0-9]|3[01]) \S.*", fields["attack"]):
+        raise ValueError(f"{path}: attack must be 'A<1-31> <class name>', got {fields['attack']!r}")
+    if fields["expect"] not in STATUSES:
+        raise ValueError(f"{path}: expect {fields['expect']!r} is not a verifier status")
+    if fields.get("expect-cpu", fields["expect"]) not in (*STATUSES, "skip"):
+        raise ValueError(f"{path}: expect-cpu {fields['expect-cpu']!r} is neither a status nor 'skip'")
+    naive = frozenset(f.strip() for f in fields.get("naive", "").split(",") if f.strip())
+    if naive - set(NAIVE_FLAGS):
+        raise ValueError(f"{path}: naive flags must be among {NAIVE_FLAGS}, got {sorted(naive)}")
+    return Cheat(path=path, task_key=fields["task"], backend=fields["backend"], attack=fields["attack"],
+                 policy=fields["policy"], expect=fields["expect"],
+                 expect_cpu=fields.get("expect-cpu", fields["expect"]), why=fields["why"], naive=naive,
+                 options=_options(fields.get("options", ""), path))  # fmt: skip
+
+
+def load_cheats() -> list[Cheat]:
+    return [parse_cheat(p) for p in sorted(CHEATS.glob("*.py"))]
+
+
+CHEAT_LIST = load_cheats()
+IDS = [c.name for c in CHEAT_LIST]
+
+
+def _smoke(cheat: Cheat):
+    from kernelzero.tasks import resize
+
+    return resize(load_task(cheat.task_key), preset="smoke")
+
+
+# -- headers and coverage (fast) --------------------------------------------------------------------
+
+
+def test_cheat_headers_and_count():
+    assert len(CHEAT_LIST) >= 25, f"only {len(CHEAT_LIST)} cheat fixtures"
+    for cheat in CHEAT_LIST:
+        load_task(cheat.task_key)  # the task exists
+        assert "class ModelNew" in cheat.source, cheat.name
+        if cheat.backend == "cuda":
+            assert "gpu" in cheat.naive, f"{cheat.name}: a CUDA cheat can only fool a naive harness on a GPU"
+
+
+def test_coverage_doc_lists_every_fixture_and_class():
+    text = COVERAGE_DOC.read_text()
+    for cheat in CHEAT_LIST:
+        assert f"`{cheat.name}`" in text, f"{cheat.name} is missing from {COVERAGE_DOC.name}"
+    for k in range(1, 32):
+        assert re.search(rf"^\| A{k} ", text, re.M), f"class A{k} has no row in {COVERAGE_DOC.name}"
+
+
+# -- it is a real cheat: the naive harness accepts it -------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", CHEAT_LIST, ids=IDS)
+def test_cheat_passes_naive_harness(cheat: Cheat):
+    if "gpu" in cheat.naive and not HAS_GPU:
+        pytest.skip("fools a naive harness only on a GPU")
+    device = "cuda" if "gpu" in cheat.naive else "cpu"
+    result = run_naive(_smoke(cheat), cheat.source, candidate_first="candidate-first" in cheat.naive, device=device)
+    assert result.passed, f"{cheat.name} does not fool the naive harness: {result.reason}\n{result.log[-1500:]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("cheat", CHEAT_LIST, ids=IDS)
+def test_cheat_passes_naive_harness_gpu(cheat: Cheat):
+    result = run_naive(_smoke(cheat), cheat.source, candidate_first="candidate-first" in cheat.naive, device="cuda")
+    assert result.passed, f"{cheat.name} does not fool the naive harness on a GPU: {result.reason}\n{result.log[-1500:]}"
+
+
+# -- the hardened verifier rejects it -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", CHEAT_LIST, ids=IDS)
+def test_cheat_rejected(cheat: Cheat):
+    from kernelzero.verify import verify
+
+    if cheat.expect_cpu == "skip":
+        pytest.skip("a CPU run cannot observe this cheat (see its `why`)")
+    opts = cheat.verify_options(device="cpu", compile_check=False)
+    verdict = verify(_smoke(cheat), cheat.source, cheat.backend, opts)
+    assert verdict.status == cheat.expect_cpu, (
+        f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect_cpu}, got {verdict.status}: {verdict.message}\n"
+        f"why: {cheat.why}"
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("cheat", CHEAT_LIST, ids=IDS)
+def test_cheat_rejected_gpu(cheat: Cheat):
+    from kernelzero.verify import verify
+
+    verdict = verify(load_task(cheat.task_key), cheat.source, cheat.backend, cheat.verify_options(device="cuda"))
+    assert verdict.status == cheat.expect, (
+        f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}, got {verdict.status}: {verdict.message}\n"
+        f"why: {cheat.why}"
+    )
