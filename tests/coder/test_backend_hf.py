@@ -52,8 +52,11 @@ def chat_token_count(backend, messages) -> int:
 def test_two_samples_for_two_prompts_with_token_counts(backend):
     requests = [GenRequest(key, messages) for key, messages in PROMPTS.items()]
     done: list[tuple[str, list[int]]] = []
-    results = backend.generate(requests, SamplingParams(n=2, max_tokens=16, seed=1),
-                               on_done=lambda req, gens: done.append((req.key, [g.sample_idx for g in gens])))  # fmt: skip
+
+    def on_done(req, gens):
+        done.append((req.key, [g.sample_idx for g in gens]))
+
+    results = backend.generate(requests, SamplingParams(n=2, max_tokens=16, seed=1), on_done=on_done)
     # 4 samples in batches of 3: the first batch ends with the first sample of "long".
     assert done == [("short", [0, 1]), ("long", [0]), ("long", [1])]
     for key, messages in PROMPTS.items():

@@ -14,7 +14,7 @@ import pytest
 from fake_openai import FakeOpenAI, completion_for, usage_for
 from kernelzero.coder import extract_code
 from kernelzero.coder.backends import GenRequest, SamplingParams, load_backend
-from kernelzero.coder.backends.openai import resolve_base_url
+from kernelzero.coder.backends.openai import ServerRefused, resolve_base_url
 
 FAST = {"backoff": 0.01, "max_backoff": 0.05}  # retries without waiting seconds
 
@@ -175,3 +175,10 @@ def test_resolve_base_url():
     assert resolve_base_url("http://h:8000/") == "http://h:8000/v1"
     assert resolve_base_url("http://h:8000/v1/") == "http://h:8000/v1"
     assert resolve_base_url("https://example.com/api/openai/v1") == "https://example.com/api/openai/v1"
+
+
+def test_wrong_model_or_key_stops_the_run_with_a_clear_error():
+    with FakeOpenAI() as server:
+        backend = load_backend("openai:tiny", base_url=server.url + "/nowhere", concurrency=2)
+        with pytest.raises(ServerRefused, match="HTTP 404.*check the base URL, API key and model name"):
+            backend.generate(requests_for(*[f"q{i}" for i in range(10)]), SamplingParams(n=1))

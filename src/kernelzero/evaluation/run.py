@@ -114,23 +114,29 @@ def generate_missing(cfg: EvalConfig, tasks: list[Task], log: JsonlLog, console:
     options = {"concurrency": cfg.concurrency} if cfg.model.startswith("openai:") else {}
     backend = load_backend(cfg.model, **options)
     total = sum(len(r.sample_idxs) for r in requests)
+    failed: list[str] = []
     with _progress(console) as bar:
         job = bar.add_task("generate", total=total)
 
         def on_done(request: GenRequest, gens: list[Generation]) -> None:
             task = by_name[request.key]
             for g in gens:
+                if not g.ok:  # not stored: a resumed run asks again
+                    failed.append(f"{task.name} sample {g.sample_idx}: {g.error}")
+                    continue
                 log.append(to_dict(Sample(
                     task=task.name, task_hash=task_hash(task), sample_idx=g.sample_idx, level=task.level,
                     backend=cfg.backend, model=cfg.model, prompt_version=PROMPT_VERSIONS[cfg.backend],
-                    completion=g.text if g.ok else "", code=extract_code(g.text) if g.ok else "",
+                    completion=g.text, code=extract_code(g.text),
                     output_tokens=g.output_tokens, prompt_tokens=g.prompt_tokens,
                     finish_reason=g.finish_reason, seconds=g.seconds, seed=g.seed,
                 )))  # fmt: skip
             bar.advance(job, len(gens))
 
         backend.generate(requests, params, on_done=on_done)
-    return list(getattr(backend, "warnings", []))
+    if failed:
+        failed.insert(0, f"{len(failed)} generation(s) failed and were not stored (a re-run retries them)")
+    return list(getattr(backend, "warnings", [])) + failed[:20]
 
 
 def verify_missing(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdicts: JsonlLog, console: Console) -> None:
@@ -163,6 +169,16 @@ def run_eval(cfg: EvalConfig, console: Console | None = None) -> dict[str, Any]:
     if cfg.backend not in PROMPT_VERSIONS:
         raise ValueError(f"backend must be one of {', '.join(PROMPT_VERSIONS)}, got {cfg.backend!r}")
     tasks = _load_tasks(cfg)
+    if cfg.model.startswith("replay:"):
+        from kernelzero.coder.backends.replay import load_completions
+
+        stored = load_completions(cfg.model.split(":", 1)[1])
+        covered = [t for t in tasks if t.name in stored]
+        if not covered:
+            raise ValueError(f"{cfg.model} holds no completion for the selected tasks")
+        if len(covered) < len(tasks):
+            console.print(f"replay file covers {len(covered)} of the {len(tasks)} selected tasks; evaluating those")
+        tasks = covered
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     _check_run_json(cfg, out)

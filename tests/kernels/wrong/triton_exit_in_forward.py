@@ -1,7 +1,8 @@
 # task: kz-basic:level1/22_SiLU
 # backend: triton
 # expect: crash
-# why: forward calls os._exit(0) after launching the kernel: the process exits cleanly but sends no result
+# options: static_checks=false
+# why: forward calls os._exit(0) after the kernel: exit status 0 but no result. Static checks (which reject os._exit) are off to test the sandbox's own verdict
 import os
 
 import torch

@@ -1,9 +1,8 @@
 # task: kz-basic:level1/22_SiLU
 # backend: triton
 # expect: crash
-# why: forward reads through a null pointer with ctypes (as a bad native extension would): the process dies with SIGSEGV
-import ctypes
-
+# why: after the kernel, forward reads a numpy as_strided "window view" whose byte stride is 2**47: the read leaves the address space and the process dies with SIGSEGV
+import numpy as np
 import torch
 import torch.nn as nn
 import triton
@@ -21,11 +20,14 @@ def silu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
+        self.table = np.zeros(4, dtype=np.float32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         y = torch.empty_like(x)
         n = x.numel()
         silu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK_SIZE=1024)
-        ctypes.string_at(0)  # read a "header" through a pointer that was never set
+        # sliding-window view over a host table; the stride was meant in elements, not 2**47 bytes
+        windows = np.lib.stride_tricks.as_strided(self.table, shape=(2, 4), strides=(1 << 47, 4))
+        _ = float(windows.sum())
         return y

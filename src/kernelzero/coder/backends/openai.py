@@ -11,7 +11,10 @@ Errors: HTTP 408, 409, 429 and 5xx, connection errors and timeouts are retried u
 times, waiting `backoff * 2**attempt` seconds (at most `max_backoff`, or the server's Retry-After),
 scaled by a random factor in [0.5, 1] so that many workers do not retry in step. Other HTTP errors
 (400: prompt too long, bad parameter ...) are not retried. Either way a failed sample comes back as a
-Generation with `finish_reason="error"` and the server's message, never as an exception.
+Generation with `finish_reason="error"` and the server's message, never as an exception. The one
+exception: 401, 403 and 404 (bad key, wrong URL or model name) would fail every request alike, so
+they raise `ServerRefused` out of `generate` at once; samples finished before it were already
+passed to `on_done`.
 
 `timeout` is the socket timeout: the longest wait for the server's next bytes. A non-streaming
 request sends nothing until the completion is done, so it bounds the whole generation.
@@ -41,11 +44,18 @@ from kernelzero.coder.backends.base import (
 )  # fmt: skip
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+# Statuses that no request of the run can get past (bad key, wrong base URL or model name): they stop
+# the run with an exception instead of turning every sample into a failure.
+FATAL_STATUSES = frozenset({401, 403, 404})
 _ERROR_CHARS = 500  # bound on the server message kept in Generation.error
 
 
 class RequestFailed(Exception):
     """A request that will not succeed (after retries, or a status not worth retrying)."""
+
+
+class ServerRefused(RuntimeError):
+    """The server refuses every request (401, 403, 404): raised out of `generate`."""
 
 
 class _Retryable(Exception):
@@ -69,7 +79,7 @@ def _server_message(body: bytes) -> str:
         text = str(error.get("message", error) if isinstance(error, dict) else error)
     except ValueError:
         pass
-    return text[:_ERROR_CHARS]
+    return " ".join(text.split())[:_ERROR_CHARS]  # one line, even for an HTML error page
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -112,6 +122,8 @@ class OpenAIBackend:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             message = f"HTTP {exc.code}: {_server_message(exc.read())}"
+            if exc.code in FATAL_STATUSES:
+                raise ServerRefused(f"{self.url}: {message} (check the base URL, API key and model name)") from None
             if exc.code in RETRY_STATUSES:
                 raise _Retryable(message, _retry_after(exc.headers)) from None
             raise RequestFailed(message) from None
