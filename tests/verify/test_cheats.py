@@ -12,6 +12,7 @@ coverage in docs/threat_model_coverage.md). Its header:
                                          GPU: streams, allocator reuse, CUDA extensions), candidate-first
                                          (the naive harness runs the candidate before the reference)
     # expect: torch_compute              the status the hardened verifier must give on a GPU
+                                         (`a|b`: either, where the cheat reads uninitialised memory)
     # expect-cpu: compiled               optional: the status without a GPU (smoke sizes), or `skip`
                                          when a CPU run cannot observe the cheat
     # options: trials=5                  optional VerifyOptions overrides (key=value ...)
@@ -126,10 +127,11 @@ def parse_cheat(path: Path) -> Cheat:
         raise ValueError(f"{path}: policy must be one of {POLICIES}")
     if not re.fullmatch(r"A([1-9]|[12][0-9]|3[01]) \S.*", fields["attack"]):
         raise ValueError(f"{path}: attack must be 'A<1-31> <class name>', got {fields['attack']!r}")
-    if fields["expect"] not in STATUSES:
-        raise ValueError(f"{path}: expect {fields['expect']!r} is not a verifier status")
-    if fields.get("expect-cpu", fields["expect"]) not in (*STATUSES, "skip"):
-        raise ValueError(f"{path}: expect-cpu {fields['expect-cpu']!r} is neither a status nor 'skip'")
+    if not set(fields["expect"].split("|")) <= set(STATUSES):
+        raise ValueError(f"{path}: expect {fields['expect']!r} is not a verifier status (or a|b of them)")
+    cpu = fields.get("expect-cpu", fields["expect"])
+    if cpu != "skip" and not set(cpu.split("|")) <= set(STATUSES):
+        raise ValueError(f"{path}: expect-cpu {cpu!r} is neither a status (or a|b of them) nor 'skip'")
     naive = frozenset(f.strip() for f in fields.get("naive", "").split(",") if f.strip())
     if naive - set(NAIVE_FLAGS):
         raise ValueError(f"{path}: naive flags must be among {NAIVE_FLAGS}, got {sorted(naive)}")
@@ -186,6 +188,19 @@ def test_cheat_passes_naive_harness(cheat: Cheat):
     assert result.passed, f"{cheat.name} does not fool the naive harness: {result.reason}\n{result.log[-1500:]}"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "task_key", "passes"), [
+    ("correct/triton_gelu.py", "kz-basic:level1/21_GELU", True),
+    ("wrong/triton_gelu_bad_mask.py", "kz-basic:level1/21_GELU", False),
+])  # fmt: skip
+def test_naive_harness_controls(path: str, task_key: str, passes: bool):
+    """The yardstick itself: it accepts a correct kernel and rejects a plainly wrong one."""
+    from kernelzero.tasks import resize
+
+    result = run_naive(resize(load_task(task_key), preset="smoke"), (ROOT / "tests" / "kernels" / path).read_text())
+    assert result.passed is passes, f"{path}: {result.reason}"
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
@@ -207,7 +222,7 @@ def test_cheat_rejected(cheat: Cheat):
         pytest.skip("a CPU run cannot observe this cheat (see its `why`)")
     opts = cheat.verify_options(device="cpu", compile_check=False)
     verdict = verify(_smoke(cheat), cheat.source, cheat.backend, opts)
-    assert verdict.status == cheat.expect_cpu, (
+    assert verdict.status in cheat.expect_cpu.split("|"), (
         f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect_cpu}, got {verdict.status}: {verdict.message}\n"
         f"why: {cheat.why}"
     )
@@ -221,7 +236,7 @@ def test_cheat_rejected_gpu(cheat: Cheat):
     from kernelzero.verify import verify
 
     verdict = verify(load_task(cheat.task_key), cheat.source, cheat.backend, cheat.verify_options(device="cuda"))
-    assert verdict.status == cheat.expect, (
+    assert verdict.status in cheat.expect.split("|"), (
         f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}, got {verdict.status}: {verdict.message}\n"
         f"why: {cheat.why}"
     )

@@ -28,10 +28,17 @@ def drop_empty_columns(table: Table) -> Table:
     return Table(table.title, tuple(table.header[i] for i in keep), rows)
 
 
+def transpose(table: Table) -> Table:
+    """Rows become columns: a status breakdown reads as one status a line on a narrow terminal."""
+    header = ("status",) + tuple(r[0] for r in table.rows)
+    rows = tuple((table.header[i],) + tuple(r[i] for r in table.rows) for i in range(1, len(table.header)))
+    return Table(table.title, header, tuple(r for r in rows if any(c not in ("0", "") for c in r[1:])))
+
+
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
     """Print the metrics table and the status breakdown of `metrics.summarise` output (rates in %)."""
     console = console or Console()
     for fact in run_facts({}, summary):
         console.print(fact, highlight=False)
-    for table in (drop_empty_columns(summary_table(summary)), status_table(summary)):
+    for table in (drop_empty_columns(summary_table(summary)), transpose(status_table(summary))):
         console.print(to_rich(table))

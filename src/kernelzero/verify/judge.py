@@ -214,6 +214,9 @@ class Judge:
                 changed = same_inputs([x for x in inputs if isinstance(x, torch.Tensor)], self._on_device(after))
                 if changed:
                     return self.verdict("input_mutated", "correctness", changed, trials=trial + 1, trials_passed=passed)
+                if reply.get("output_problem"):
+                    return self.verdict("bad_output", "correctness", reply["output_problem"], trials=trial + 1,
+                                        trials_passed=passed)  # fmt: skip
                 passed += 1
                 continue
             return self.verdict(failure.status, "correctness", f"trial {trial}: {failure.message}",
@@ -233,8 +236,6 @@ class Judge:
         self.fields["own_kernels"] = where["own_kernels"]
         if reply.get("tampered"):
             return self.verdict("tampered", "correctness", f"the harness was tampered with ({reply['tampered']})", **where)
-        if reply.get("output_problem"):
-            return self.verdict("bad_output", "correctness", reply["output_problem"], **where)
         if not reply.get("launches"):
             return self.verdict("no_kernel", "correctness",
                                 f"trial {trial}: the forward launched none of the candidate's own kernels", **where)  # fmt: skip

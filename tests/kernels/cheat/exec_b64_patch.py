@@ -2,8 +2,8 @@
 # backend: triton
 # attack: A31 Evading static checks
 # policy: strict
-# expect: tampered
-# why: the torch.allclose patch hidden in a base64 string run by exec (no forbidden name in the source), plus a zero kernel; the worker must detect at run time that torch's namespace changed
+# expect: static_violation
+# why: the torch.allclose patch hidden in a base64 string run by exec (no patched name appears in the source), plus a zero kernel; exec/eval/compile of code built at run time must be rejected statically
 import base64
 
 import torch

@@ -2,8 +2,8 @@
 # backend: triton
 # attack: A31 Evading static checks
 # policy: strict
-# expect: tampered
-# why: the allclose patch again, with the attribute name assembled at run time and applied through setattr (kernelguard #278's aliased evasion), so no literal 'torch.allclose =' appears; the worker must detect at run time that torch's namespace changed
+# expect: static_violation
+# why: the allclose patch again, with the attribute name assembled at run time and applied through setattr (kernelguard #278's aliased evasion), so no literal 'torch.allclose =' appears; a call of setattr must be rejected statically
 import torch
 import torch.nn as nn
 import triton

@@ -36,7 +36,7 @@ class LazyGelu(torch.Tensor):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         for arg in list(args) + list(kwargs.values()):
-            if isinstance(arg, LazyGelu) and not arg.__dict__.get("_done", True):
+            if isinstance(arg, LazyGelu) and not getattr(arg, "_done", True):
                 arg._materialise()
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)

@@ -2,8 +2,8 @@
 # backend: triton
 # attack: A29 Tampering with the harness through Python introspection
 # policy: strict
-# expect: tampered
-# why: rewrites torch.nn.functional.gelu through vars() (no attribute assignment in the source) so the reference, run in the same process, returns zeros like the candidate's trivial kernel; the worker must detect at run time that a torch namespace changed
+# expect: static_violation
+# why: rewrites torch.nn.functional.gelu through vars() (no attribute assignment in the source) so the reference, run in the same process, returns zeros like the candidate's trivial kernel; vars() must be rejected statically
 import torch.nn.functional as F
 
 import torch
