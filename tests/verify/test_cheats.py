@@ -207,10 +207,12 @@ def test_naive_harness_controls(path: str, task_key: str, passes: bool):
 @pytest.mark.parametrize("cheat", CHEAT_LIST, ids=IDS)
 def test_cheat_passes_naive_harness_gpu(cheat: Cheat):
     result = run_naive(_smoke(cheat), cheat.source, candidate_first="candidate-first" in cheat.naive, device="cuda")
-    assert result.passed, f"{cheat.name} does not fool the naive harness on a GPU: {result.reason}\n{result.log[-1500:]}"
+    assert result.passed, (
+        f"{cheat.name} does not fool the naive harness on a GPU: {result.reason}\n{result.log[-1500:]}"
+    )
 
 
-# -- the hardened verifier rejects it -------------------------------------------------------------------
+# -- the hardened verifier rejects it ---------------------------------------------------------------
 
 
 @pytest.mark.slow

@@ -100,7 +100,7 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     rng = random.Random(secrets.randbits(64))
     order = [k % len(sets) for k in range(judge.opts.timed_calls)]
     rng.shuffle(order)
-    host_check = judge.opts.profile != "kernelbench"
+    host_check = judge.opts.profile != "kernelbench" or judge.opts.confirming
     worker.send({"cmd": "time", "input_sets": [host for host, _ in draws], "order": order, "warmup": judge.opts.warmup_calls,
                  "host_check": host_check})  # fmt: skip
     reply, tensors = worker.receive(judge._run_timeout() * 4, "timing")

@@ -34,22 +34,30 @@ def _host_overhead_ms() -> float:
 
 
 def time_calls(call: Callable[[int], None], order: list[int], warmup: int, device: str,
-               host_check: bool = True) -> list[float]:  # fmt: skip
+               host_check: bool = True, prepare: Callable[[int], None] | None = None,
+               warmup_keys: list[int] | None = None) -> list[float]:  # fmt: skip
     """Per-call times in ms for `call(i)` over `order`; [] on CPU (no meaningful device time).
 
-    `host_check=False` reports the event interval alone (KernelBench's protocol).
+    `prepare(i)`, when given, runs before each call outside the timed region (new inputs);
+    warm-up calls use `warmup_keys` (default: the first keys of `order`). `host_check=False`
+    reports the event interval alone (KernelBench's protocol).
     """
+    prepare = prepare or (lambda key: None)
+    keys = warmup_keys if warmup_keys is not None else [order[k % len(order)] for k in range(warmup)]
     if not device.startswith("cuda"):
-        for i in order[: max(1, warmup)]:
+        for i in (keys or order[:1]):
+            prepare(i)
             call(i)
         return []
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-    for k in range(warmup):
-        call(order[k % len(order)])
+    for i in keys:
+        prepare(i)
+        call(i)
     torch.cuda.synchronize()
     overhead = _host_overhead_ms()
     times = []
     for i in order:
+        prepare(i)
         flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()

@@ -38,7 +38,9 @@ def classify(exc: BaseException) -> str:
         return "oom"
     if name in ("CompilationError", "CompileTimeAssertionFailure") or "Error building extension" in text:
         return "compile_error"
-    if "illegal memory access" in text or "unspecified launch failure" in text or "misaligned address" in text:
+    faults = ("illegal memory access", "unspecified launch failure", "misaligned address",
+              "operation not supported on global/shared address space", "illegal instruction")  # sticky kernel faults
+    if any(f in text for f in faults):
         return "crash"
     return "runtime_error"
 
@@ -164,29 +166,56 @@ class Worker:
             for r in records]})  # fmt: skip
 
     def time(self, req: dict[str, Any]) -> None:
+        """Timed calls over the judge's input sets, each call on inputs with contents of its own.
+
+        Only the last call of each set gets that set's exact values (fresh tensors); every other
+        call, warm-ups included, gets the set scaled by a factor unique to the call. No call repeats
+        an earlier call's tensors or contents, so a result cached by pointer, object or content is
+        wrong on a checked call or saves nothing.
+        """
         from kernelzero.verify.timing import time_calls
 
         sets = [self._prepare(s) for s in req["input_sets"]]
+        order = req["order"]
+        checked = {k: max(p for p, s in enumerate(order) if s == k) for k in set(order)}
         last: dict[int, list[torch.Tensor]] = {}
-
+        current: dict[str, Any] = {}
         without_kernel = []
 
-        def call(i: int) -> None:
+        def prepare(pos: int) -> None:
+            k = order[pos] if pos >= 0 else order[(-1 - pos) % len(order)]
+            exact = pos >= 0 and checked[k] == pos
+            factor = 1.0 + (pos + 1) / 256 if pos >= 0 else 1.0 - (-pos) / 256
+            current["k"], current["exact"] = k, exact
+            current["inputs"] = [_fresh(x, None if exact else factor) for x in sets[k]]
+
+        def call(pos: int) -> None:
             with self.guards.observe(record_ops=False):
-                outs = self._forward(sets[i])
+                outs = self._forward(current["inputs"])
             if outs is None:
                 raise RuntimeError("forward returned no tensors")
             if not self.guards.launches:
-                without_kernel.append(i)
-            last[i] = outs
+                without_kernel.append(pos)
+            if current["exact"]:
+                last[current["k"]] = outs
 
         try:
-            times = time_calls(call, req["order"], req["warmup"], self.device, req["host_check"])
+            times = time_calls(call, list(range(len(order))), req["warmup"], self.device, req["host_check"],
+                               prepare=prepare, warmup_keys=[-1 - w for w in range(req["warmup"])])  # fmt: skip
         except BaseException as exc:
             return self.reply_error(exc, "timing")
         outs = [t for i in range(len(sets)) for t in last[i]]
         send_msg(self.out, {"ok": True, "times_ms": times, "n_out": len(last[0]), "calls_without_kernel": len(without_kernel),
                             "tampered": self.guards.tampered()}, outs)  # fmt: skip
+
+
+def _fresh(x: Any, factor: float | None) -> Any:
+    """A new tensor with x's values (times `factor` for floating tensors when given)."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if factor is not None and x.is_floating_point():
+        return x * factor
+    return x.clone()
 
 
 def main(argv: list[str]) -> int:

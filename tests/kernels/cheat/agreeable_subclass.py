@@ -2,8 +2,8 @@
 # backend: triton
 # attack: A7 Lazy or deferred output (a tensor subclass, or overridden instance methods)
 # policy: kernelbench
-# expect: bad_output
-# why: returns zeros (written by a trivial kernel) wrapped in a torch.Tensor subclass whose __torch_function__ answers True to allclose / equal, so an in-process checker that calls torch.allclose on it is lied to; outputs must be exactly torch.Tensor
+# expect: mismatch
+# why: returns zeros (written by a trivial kernel) wrapped in a torch.Tensor subclass whose __torch_function__ answers True to allclose / equal, so an in-process checker that calls torch.allclose on it is lied to; the judge compares the output's bytes in its own process, so the zeros mismatch (before the plain-torch.Tensor check, bad_output, is reached)
 import torch
 import torch.nn as nn
 import triton

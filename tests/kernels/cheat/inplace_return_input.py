@@ -2,8 +2,8 @@
 # backend: triton
 # attack: A4 Identity, passthrough or cheap stand-in outputs (output aliasing an input)
 # policy: strict
-# expect: bad_output
-# why: computes GELU in place into the input and returns the input tensor itself (no output allocation, a harness that runs the reference first is satisfied); the output aliases an input, which the output check must reject
+# expect: input_mutated
+# why: computes GELU in place into the input and returns the input tensor itself (no output allocation; a harness that runs the reference first is satisfied); the judge's check of the inputs after the call fires first (the output also aliases the input: bad_output)
 import torch
 import torch.nn as nn
 import triton

@@ -3,7 +3,7 @@
 # attack: A7 Lazy or deferred output (a tensor subclass, or overridden instance methods)
 # policy: strict
 # expect: bad_output
-# why: forward returns an empty torch.Tensor subclass and launches the GELU kernel only when the checker first touches it (__torch_function__), so timed calls measure nothing; outputs must be exactly torch.Tensor
+# why: forward launches only a one-element decoy and returns an empty torch.Tensor subclass that runs the real GELU kernel when the checker first touches it (__torch_function__), so timed calls measure nothing; outputs must be exactly torch.Tensor
 import torch
 import torch.nn as nn
 import triton
@@ -16,6 +16,11 @@ def gelu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
     tl.store(out_ptr + offs, 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476)), mask=mask)
+
+
+@triton.jit
+def touch_kernel(ptr):
+    tl.store(ptr, tl.load(ptr))  # one element rewritten unchanged: "a kernel ran in forward"
 
 
 class LazyGelu(torch.Tensor):
@@ -47,4 +52,6 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return LazyGelu(x.contiguous())
+        x = x.contiguous()
+        touch_kernel[(1,)](x)
+        return LazyGelu(x)
