@@ -99,7 +99,7 @@ def test_degenerate_task_flagged_and_failed_in_strict_mode():
 
 
 def test_scaled_task_that_no_longer_runs_is_reported():
-    source = MODEL.replace("x * 2 + 1", "x.view(-1, 64)") + GOOD_TAIL.replace("torch.randn(8, 16)", "torch.randn(rows, 16)") + "\nrows = 32\n"
+    source = MODEL.replace("x * 2 + 1", "x.view(-1, 512)") + GOOD_TAIL.replace("torch.randn(8, 16)", "torch.randn(rows, 16)") + "\nrows = 32\n"
     task = Task("shrinks-badly", source)
     (ok,) = check_tasks([task])
     assert ok.ok

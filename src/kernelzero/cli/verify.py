@@ -1,6 +1,6 @@
 """`kernelzero verify TASK CANDIDATE --backend {cuda,triton}`: verify one candidate.
 
-TASK is a task file (`level1/19_ReLU.py`), or SUITE:NAME (`kz-basic:level1/3_Relu`,
+TASK is a task file (`level1/19_ReLU.py`), or SUITE:NAME (`kz-basic:level1/24_LeakyReLU`,
 `path/to/kernelbench.jsonl:level1/19_ReLU`). CANDIDATE is a Python file or a saved model completion
 (the last fenced python block is used). Exit code 0 when the verdict is `correct` (or `compiled`
 on a machine without a GPU), 1 otherwise.

@@ -34,8 +34,8 @@ def verify_cuda_without_gpu(task: Task, source: str, opts: VerifyOptions) -> Ver
             status = "format_error" if exc.exc_type == "SyntaxError" else "timeout" if exc.kind == "timeout" else "runtime_error"
             return _early(task, source, "cuda", opts, status, "load", exc.message, error_log=exc.traceback_tail)
         if not builds:
-            return _early(task, source, "cuda", opts, "compile_error", "build",
-                          "the candidate builds no CUDA extension (no load_inline call at import)")  # fmt: skip
+            return _early(task, source, "cuda", opts, "no_kernel", "build",
+                          "the candidate builds no CUDA extension at import (no load_inline call)")  # fmt: skip
         if not opts.compile_check:
             return _early(task, source, "cuda", opts, "compiled", "load", "compile check skipped (no GPU)",
                           notes=("no GPU and compile_check off: only the import was checked",))  # fmt: skip

@@ -170,6 +170,15 @@ class Judge:
         self.fields["params"] = reply["params"]
         failure = self._correctness(worker)
         if failure is not None:
+            if interpret and self.opts.compile_check and failure.status == "runtime_error" \
+                    and "out-of-bounds" not in failure.message:  # fmt: skip
+                # The interpreter trips over what a GPU compiler rejects (a misspelt tl. name): say so.
+                from kernelzero.verify.gpu_check import triton_compile_check
+
+                compiled = triton_compile_check(self, cand_path)
+                if compiled is not None and "CompilationError" in compiled.error_log:
+                    return compiled
+                return failure
             return failure
         if interpret and self.opts.compile_check:
             from kernelzero.verify.gpu_check import triton_compile_check

@@ -217,11 +217,35 @@ def string_literals(source: str) -> list[str]:
             and len(n.value) > 40 and ("{" in n.value or "#" in n.value)]  # fmt: skip
 
 
+def has_kernel_construct(source: str, backend: str) -> bool:
+    """Does the syntax tree (not a comment or a string) hold the backend's kernel construct?
+
+    Triton: a function decorated with `jit` / `autotune` / `heuristics` (any alias). CUDA: a call
+    of `load_inline` or `load` (any alias) or an import from `torch.utils.cpp_extension`.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True  # the format check reports it
+    for node in ast.walk(tree):
+        if backend == "triton" and isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if _dotted(target).split(".")[-1] in ("jit", "autotune", "heuristics"):
+                    return True
+        if backend == "cuda":
+            if isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] in ("load_inline", "load"):
+                return True
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("cpp_extension"):
+                return True
+    return False
+
+
 def check_candidate(source: str, backend: str) -> list[Violation]:
     """All static violations of a candidate; also requires the backend's kernel construct."""
     found = check_python(source) + check_cpp(string_literals(source))
-    if backend == "triton" and "triton.jit" not in source and "@jit" not in source:
+    if backend == "triton" and not has_kernel_construct(source, backend):
         found.append(Violation("no-kernel", 0, "a Triton candidate must define @triton.jit kernels"))
-    if backend == "cuda" and "load_inline" not in source and "cpp_extension" not in source:
+    if backend == "cuda" and not has_kernel_construct(source, backend):
         found.append(Violation("no-kernel", 0, "a CUDA candidate must build kernels with load_inline"))
     return found
