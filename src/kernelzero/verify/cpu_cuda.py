@@ -1,8 +1,8 @@
 """CUDA candidates on a machine without a GPU: as far as a compiler goes.
 
-The candidate's `load_inline` calls are captured in a child process (nothing is built or run),
-then each one's CUDA source is compiled for the target GPU with nvcc and its C++ source
-syntax-checked (`cuda_source.py`). The verdict is `compiled` (stage "build": nothing ran), or
+The candidate's `load_inline` calls are captured in a child process (`cuda_capture.py`; nothing
+is built or run), then each one's CUDA source is compiled for the target GPU with nvcc and its C++
+source syntax-checked (`cuda_source.py`). The verdict is `compiled` (stage "build": nothing ran), or
 `compile_error` with the compiler's first errors, or `format_error` / `runtime_error` when the
 module does not even import that far. A candidate that never calls `load_inline` has no CUDA to
 check: `compile_error` with that message (a CUDA candidate must build its kernels).
@@ -16,7 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernelzero.types import Task, Verdict
-from kernelzero.verify.cuda_source import CaptureError, capture_load_inline, compile_check
+from kernelzero.verify.cuda_capture import CaptureError, capture_load_inline
+from kernelzero.verify.cuda_source import compile_check
 from kernelzero.verify.options import VerifyOptions
 
 
