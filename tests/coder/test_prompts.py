@@ -3,7 +3,7 @@
 Run: `PYTHONPATH=src .venv/bin/python -m pytest tests/coder/test_prompts.py -q`
 The Triton example is verified on CPU (about 10 s on an idle machine, `slow`). The CUDA example's
 compile check takes 30-60 s and runs with KZ_CUDA_FIXTURES=all (as the verifier's CUDA fixtures do);
-`kernelzero verify tests/fixtures/coder/scale_add_relu.py src/kernelzero/coder/templates/example_cuda.py
+`kernelzero verify src/kernelzero/coder/templates/example_model.py src/kernelzero/coder/templates/example_cuda.py
 --backend cuda` does the same by hand (status `compiled`).
 """
 
@@ -21,7 +21,7 @@ from kernelzero.coder.prompts import load_template
 from kernelzero.types import Task
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE_TASK = ROOT / "tests" / "fixtures" / "coder" / "scale_add_relu.py"
+EXAMPLE_TASK = ROOT / "src" / "kernelzero" / "coder" / "templates" / "example_model.py"  # a complete task
 LEAKY = ROOT / "src" / "kernelzero" / "tasks" / "suites" / "kz_basic" / "level1" / "24_LeakyReLU.py"
 BACKENDS = ["cuda", "triton"]
 
@@ -77,7 +77,7 @@ def test_prompt_versions():
     assert PROMPT_VERSIONS == {"cuda": "cuda-v1", "triton": "triton-v1"}
 
 
-def test_example_task_fixture_is_the_prompt_example():
+def test_example_task_is_the_packaged_template():
     assert EXAMPLE_TASK.read_text() == load_template("example_model.py")
 
 
