@@ -34,7 +34,8 @@ def _replay(tmp_path: Path) -> Path:
 
 def _cmd(replay: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "kernelzero", "eval", "kz-basic", "--preset", "smoke", "-n", "2", "--model",
-            f"replay:{replay}", "--backend", "triton", "--out", str(out), "--jobs", "2", "--device", "cpu"]
+            f"replay:{replay}", "--backend", "triton", "--out", str(out), "--jobs", "2", "--device", "cpu",
+            "--store", str(out.parent / "verdicts.sqlite")]
 
 
 def _env() -> dict:

@@ -42,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--jobs", type=int, help="verifications side by side (default 2)")
     p.add_argument("--baselines", help="folder caching reference timings per GPU")
     p.add_argument("--compile-baseline", action="store_true", default=None)
+    p.add_argument("--store", help="verdict store file shared across runs (default: ~/.cache/kernelzero/verdicts.sqlite)")
+    p.add_argument("--no-store", action="store_true", help="verify everything, reuse no stored verdict")
     p.add_argument("--config", type=Path, help="YAML file with EvalConfig fields")
     p.set_defaults(run=run)
 
@@ -57,8 +59,11 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
              "concurrency": args.concurrency, "profile": args.profile, "device": args.device, "jobs": args.jobs,
              "baselines": args.baselines, "compile_baseline": args.compile_baseline, "preset": args.preset,
              "scale": args.scale, "levels": tuple(args.level) if args.level else None,
-             "tasks": tuple(args.task) if args.task else None, "sizes": parse_sizes(args.size) or None}  # fmt: skip
+             "tasks": tuple(args.task) if args.task else None, "sizes": parse_sizes(args.size) or None,
+             "store": args.store}  # fmt: skip
     values.update({k: v for k, v in flags.items() if v is not None})
+    if args.no_store:
+        values["store"] = None
     values["suite"] = args.suite
     values.setdefault("model", f"replay:{DEFAULT_REPLAY}")
     values.setdefault("backend", "triton")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime
 import json
 import platform
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,11 @@ from kernelzero.coder.backends.base import GenRequest, Generation, SamplingParam
 from kernelzero.coder.extract import extract_code
 from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
 from kernelzero.evaluation.jsonl import JsonlLog
+from kernelzero.service.pool import VerifyRequest, verify_many
+from kernelzero.service.store import VerdictStore
 from kernelzero.tasks import load_suite, resize, select, task_hash
 from kernelzero.types import Sample, Task, to_dict
-from kernelzero.verify import options_for, verify
+from kernelzero.verify import options_for
 
 MATCHING = ("suite", "model", "backend", "levels", "tasks", "preset", "scale", "sizes", "profile")
 
@@ -67,6 +68,7 @@ class EvalConfig:
     device: str = "auto"  # verification device: auto, cuda, cpu
     jobs: int = 2  # verifications run side by side
     baselines: str | None = None  # folder caching reference timings per GPU
+    store: str | None = "default"  # verdict store file shared across runs; "default": the user cache; None: off
     compile_baseline: bool = False  # also time torch.compile (slow)
 
 
@@ -147,17 +149,13 @@ def verify_missing(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdic
         return
     opts = options_for(cfg.profile, policy="kernelbench", device=cfg.device, baselines_dir=cfg.baselines,
                        compile_baseline=cfg.compile_baseline)  # fmt: skip
-
-    def one(sample: dict[str, Any]) -> None:
-        task = by_name[sample["task"]]
-        verdict = verify(task, sample["completion"], cfg.backend, opts)
-        verdicts.append({"task": task.name, "sample_idx": sample["sample_idx"], "level": task.level,
-                         "verdict": to_dict(verdict), "policies": verdict.policy_status})  # fmt: skip
-
-    with _progress(console) as bar, ThreadPoolExecutor(max(1, cfg.jobs)) as pool:
+    store = None if cfg.store is None else VerdictStore(None if cfg.store == "default" else cfg.store)
+    requests = (VerifyRequest(by_name[s["task"]], s["completion"], cfg.backend, opts, tag=s["sample_idx"]) for s in todo)
+    with _progress(console) as bar:
         job = bar.add_task("verify", total=len(todo))
-        for future in as_completed([pool.submit(one, s) for s in todo]):
-            future.result()
+        for req, verdict in verify_many(requests, cfg.jobs, store):
+            verdicts.append({"task": req.task.name, "sample_idx": req.tag, "level": req.task.level,
+                             "verdict": to_dict(verdict), "policies": verdict.policy_status})  # fmt: skip
             bar.advance(job)
 
 

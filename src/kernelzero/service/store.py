@@ -1,0 +1,132 @@
+"""A verdict store on disk: identical verification requests are answered once, across runs.
+
+    store = VerdictStore()                      # ~/.cache/kernelzero/verdicts.sqlite (XDG_CACHE_HOME)
+    key = request_key(task, source, "triton", opts, device="NVIDIA H200")
+    verdict = store.get(key) or store.put(key, verify(task, source, "triton", opts))
+
+A request's key hashes everything that decides its verdict: the task hash (source, sizes,
+tolerances), the candidate's extracted source, the backend, the verifier options (the cache
+folder for reference timings excluded), the device's name and the versions of Python, torch,
+Triton and kernelzero. The store is one SQLite file in WAL mode with a busy timeout, so several
+processes (eval runs, training workers) can read and write it at once; a write is one
+`INSERT OR IGNORE`, so two writers of the same key keep the first verdict.
+
+A run's JSONL files stay the record of that run; this store is the shared cache across runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import sqlite3
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from kernelzero import __version__
+from kernelzero.coder.extract import extract_code
+from kernelzero.tasks.hashing import task_hash
+from kernelzero.types import Task, Verdict, to_dict
+from kernelzero.verify import verdict_from_dict
+from kernelzero.verify.options import VerifyOptions
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    key TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    status TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+VOLATILE_OPTIONS = ("baselines_dir",)  # where timings are cached does not change a verdict
+
+
+def default_path() -> Path:
+    """The store's default file, under the user's cache folder (XDG_CACHE_HOME or ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernelzero" / "verdicts.sqlite"
+
+
+@functools.cache
+def verifier_hash() -> str:
+    """Hash of the verifier's own code: a changed verifier never reuses an old verdict."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1] / "verify"
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def library_versions() -> dict[str, str]:
+    import torch
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__, "kernelzero": __version__,
+                "verifier": verifier_hash()}  # fmt: skip
+    try:
+        import triton
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return versions
+
+
+def request_key(task: Task, candidate: str, backend: str, opts: VerifyOptions, device: str) -> str:
+    """The store key of one verification request (sha256, hex)."""
+    options = {k: v for k, v in asdict(opts).items() if k not in VOLATILE_OPTIONS}
+    payload = {
+        "task": task_hash(task), "source": extract_code(candidate), "backend": backend,
+        "options": options, "device": device, "versions": library_versions(),
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class VerdictStore:
+    """Verdicts keyed by `request_key`, in one SQLite file shared by processes and threads."""
+
+    def __init__(self, path: str | Path | None = None, timeout_s: float = 60.0):
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+            db.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            self._local.db = db
+        return db
+
+    def get(self, key: str) -> Verdict | None:
+        row = self._connect().execute("SELECT verdict FROM verdicts WHERE key = ?", (key,)).fetchone()
+        return verdict_from_dict(json.loads(row[0])) if row else None
+
+    def put(self, key: str, verdict: Verdict) -> Verdict:
+        """Store a verdict (the first one stored for a key wins); return the stored verdict.
+
+        A verdict about the verifier itself failing (stage "judge") is returned but not stored.
+        """
+        if verdict.stage == "judge":
+            return verdict
+        self._connect().execute(
+            "INSERT OR IGNORE INTO verdicts (key, task, status, verdict, created) VALUES (?, ?, ?, ?, ?)",
+            (key, verdict.task, verdict.status, json.dumps(to_dict(verdict)), time.time()),
+        )
+        return self.get(key) or verdict
+
+    def __len__(self) -> int:
+        return self._connect().execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
+
+    def counts(self) -> dict[str, int]:
+        """Stored verdicts per status."""
+        rows = self._connect().execute("SELECT status, COUNT(*) FROM verdicts GROUP BY status").fetchall()
+        return dict(rows)
