@@ -9,8 +9,10 @@ of `verify()`, so a crash of the reference or of torch cannot take the caller do
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import os
 import platform
 import secrets
 import sys
@@ -116,8 +118,6 @@ class Judge:
             model = model.to(DTYPES[self.opts.precision])
         self.model = model.train(not self.opts.eval_mode)
         if self.opts.ref_fp64:
-            import copy
-
             self.model64 = copy.deepcopy(model).double()
 
     # -- the run ---------------------------------------------------------------------------------
@@ -138,8 +138,6 @@ class Judge:
         cand_path = shared / "candidate.py"
         cand_path.write_text(self.source)
         if plan.uid is not None:
-            import os
-
             os.chown(cand_path, plan.uid, plan.gid)
         worker = WorkerProcess(shared, env, plan, int(self.opts.host_mem_gb * 2**30))
         try:
@@ -165,7 +163,7 @@ class Judge:
         reply, _ = worker.receive(self.opts.build_timeout_s, "building and constructing ModelNew")
         self._timed("load", start)
         if not reply["ok"]:
-            return self._failed(reply, worker)
+            return self._failed(reply)
         self.stage_s["build"] = round(reply["build_s"], 4)
         self.fields["params"] = reply["params"]
         failure = self._correctness(worker)
@@ -188,7 +186,7 @@ class Judge:
                 return failed
         return self._timing(worker)
 
-    def _failed(self, reply: dict, worker: WorkerProcess) -> Verdict:
+    def _failed(self, reply: dict) -> Verdict:
         return self.verdict(reply["status"], reply["stage"], reply["message"], error_log=reply.get("log", ""))
 
     def _run_timeout(self) -> float:
@@ -209,7 +207,7 @@ class Judge:
             reply, tensors = worker.receive(self._run_timeout(), f"correctness trial {trial}")
             self._timed("correctness", start)
             if not reply["ok"]:
-                return self._failed(reply, worker)
+                return self._failed(reply)
             if reply.get("bf16") and "bf16" not in " ".join(self.notes):
                 self.notes.append("bf16 ran in Triton's interpreter, whose bf16 arithmetic is unreliable")
             rejected = self._anticheat(reply, trial, passed)

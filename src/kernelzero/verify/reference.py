@@ -106,7 +106,7 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     reply, tensors = worker.receive(judge._run_timeout() * 4, "timing")
     judge._timed("timing", start)
     if not reply["ok"]:
-        return judge._failed(reply, worker)
+        return judge._failed(reply)
     if reply.get("tampered"):
         return judge.verdict("tampered", "timing", f"the harness was tampered with ({reply['tampered']})")
     if reply.get("calls_without_kernel"):
