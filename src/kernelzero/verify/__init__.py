@@ -135,7 +135,7 @@ def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions) -> Ve
                                        "options": asdict(opts)}))  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.judge", str(request), str(result)],
+        proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.launch", str(request), str(result)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=env)  # fmt: skip
         try:

@@ -18,12 +18,13 @@ import os
 import struct
 from typing import Any
 
-import torch
+from typing import TYPE_CHECKING
 
-DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
-    torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128,
-)}  # fmt: skip
+if TYPE_CHECKING:
+    import torch
+
+DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+               "complex64", "complex128")  # fmt: skip
 MAX_FRAME = 1 << 36  # 64 GiB: a sanity bound, not a memory limit
 
 
@@ -60,6 +61,8 @@ def _read_frame(fd: int) -> bytearray:
 
 def send_obj(fd: int, obj: Any) -> None:
     """Judge -> worker: a picklable object (tensors included)."""
+    import torch  # imported here so that starting a worker does not wait for torch
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     _write_frame(fd, buf.getbuffer())
@@ -67,11 +70,15 @@ def send_obj(fd: int, obj: Any) -> None:
 
 def recv_obj(fd: int) -> Any:
     """Worker side: the next object from the judge."""
+    import torch
+
     return torch.load(io.BytesIO(_read_frame(fd)), weights_only=False)
 
 
 def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
     """Worker -> judge: a JSON header and tensors as raw bytes (moved to CPU, made contiguous)."""
+    import torch
+
     cpu = [t.detach().to("cpu").contiguous() for t in tensors]
     header = {**header, "_tensors": [[str(t.dtype).removeprefix("torch."), list(t.shape)] for t in cpu]}
     _write_frame(fd, json.dumps(header).encode())
@@ -81,6 +88,8 @@ def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
 
 def recv_msg(fd: int, max_bytes: int = MAX_FRAME) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """Judge side: the next header and tensors; malformed input raises ChannelError."""
+    import torch
+
     try:
         header = json.loads(_read_frame(fd))
         specs = header.pop("_tensors")
@@ -90,9 +99,9 @@ def recv_msg(fd: int, max_bytes: int = MAX_FRAME) -> tuple[dict[str, Any], list[
     tensors = []
     for spec in specs:
         dtype_name, shape = spec
-        if dtype_name not in DTYPES or not all(isinstance(s, int) and s >= 0 for s in shape):
+        if dtype_name not in DTYPE_NAMES or not all(isinstance(s, int) and s >= 0 for s in shape):
             raise ChannelError(f"malformed tensor spec {spec!r}")
-        dtype = DTYPES[dtype_name]
+        dtype = getattr(torch, dtype_name)
         numel = 1
         for s in shape:
             numel *= s

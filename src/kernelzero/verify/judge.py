@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import platform
 import secrets
 import sys
@@ -29,7 +28,7 @@ from kernelzero.types import Task, Verdict, from_dict, to_dict
 from kernelzero.verify.compare import compare, same_inputs
 from kernelzero.verify.feedback import feedback_for
 from kernelzero.verify.options import VerifyOptions, tolerances
-from kernelzero.verify.sandbox import WorkerDied, WorkerProcess, make_non_dumpable, plan_sandbox, prepare_workdir
+from kernelzero.verify.sandbox import StartedWorker, WorkerDied, WorkerProcess, make_non_dumpable, start_worker
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -121,32 +120,30 @@ class Judge:
             self.model64 = copy.deepcopy(model).double()
 
     # -- the run ---------------------------------------------------------------------------------
-    def run(self) -> Verdict:
+    def run(self, started: StartedWorker | None = None) -> Verdict:
+        """Verify; `started` is a worker the launcher started while this process imported torch."""
         with tempfile.TemporaryDirectory(prefix="kz-judge-") as private, \
              tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:  # fmt: skip
             Path(private).chmod(0o700)
-            return self._run(Path(private), Path(shared))
+            interpret = self.device == "cpu" and self.backend == "triton"
+            if started is None or started.interpret != interpret:
+                if started is not None:  # the launcher guessed the device wrong
+                    started.worker.close()
+                started = start_worker(self.source, Path(shared), interpret=interpret, user=self.opts.sandbox_user,
+                                       isolate_network=self.opts.isolate_network, host_mem_gb=self.opts.host_mem_gb)  # fmt: skip
+            return self._run(Path(private), started)
 
-    def _run(self, private: Path, shared: Path) -> Verdict:
+    def _run(self, private: Path, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
-        plan = plan_sandbox(self.opts.sandbox_user, self.opts.isolate_network)
-        self.notes += plan.notes
-        env = prepare_workdir(shared, plan)
-        interpret = self.device == "cpu" and self.backend == "triton"
-        if interpret:
-            env["TRITON_INTERPRET"] = "1"
-        cand_path = shared / "candidate.py"
-        cand_path.write_text(self.source)
-        if plan.uid is not None:
-            os.chown(cand_path, plan.uid, plan.gid)
-        worker = WorkerProcess(shared, env, plan, int(self.opts.host_mem_gb * 2**30))
+        self.notes += started.plan.notes
+        worker = started.worker
         try:
             try:
                 self._build_reference(private)
             except ContractError as exc:
                 raise ValueError(f"the task itself is broken ({exc.kind}): {exc}") from None
             self._timed("reference", start)
-            return self._with_worker(worker, cand_path, interpret)
+            return self._with_worker(worker, started.cand_path, started.interpret)
         except WorkerDied as exc:
             return self.verdict(exc.status, self.fields.get("stage_hint", "load"), str(exc), exit_signal=exc.exit_signal,
                                 exit_code=exc.exit_code, error_log=worker.log_tail())  # fmt: skip
@@ -272,17 +269,23 @@ class Judge:
         return timed_comparison(self, worker)
 
 
-def main(argv: list[str]) -> int:
-    request = json.loads(Path(argv[0]).read_text())
-    make_non_dumpable()
+def judge_request(request: dict, started: StartedWorker | None = None) -> dict:
+    """Run one verification request (as written by verify()); return the result payload."""
     task = from_dict(Task, request["task"])
     opts = from_dict(VerifyOptions, request["options"])
     try:
-        verdict = Judge(task, request["source"], request["backend"], opts).run()
-        payload = {"verdict": to_dict(verdict)}
+        verdict = Judge(task, request["source"], request["backend"], opts).run(started)
+        return {"verdict": to_dict(verdict)}
     except ValueError as exc:
-        payload = {"error": str(exc)}
-    Path(argv[1]).write_text(json.dumps(payload))
+        if started is not None:
+            started.worker.close()
+        return {"error": str(exc)}
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[0]).read_text())
+    make_non_dumpable()
+    Path(argv[1]).write_text(json.dumps(judge_request(request)))
     return 0
 
 

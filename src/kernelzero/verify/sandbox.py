@@ -240,3 +240,35 @@ class WorkerProcess:
         except (WorkerDied, subprocess.TimeoutExpired, OSError):
             pass
         self.kill()
+
+
+@dataclass
+class StartedWorker:
+    """A worker started for one candidate, with the files and plan it was started with."""
+
+    worker: WorkerProcess
+    plan: SandboxPlan
+    cand_path: Path  # the candidate's source, in the worker's own folder
+    interpret: bool  # started with TRITON_INTERPRET=1 (a Triton candidate without a GPU)
+
+
+def gpu_visible() -> bool:
+    """A cheap guess, without importing torch, whether a CUDA GPU is visible to this process."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+def start_worker(source: str, shared: Path, *, interpret: bool, user: str, isolate_network: bool,
+                 host_mem_gb: float) -> StartedWorker:  # fmt: skip
+    """Plan the sandbox, lay out the candidate's folder and start its worker process."""
+    plan = plan_sandbox(user, isolate_network)
+    env = prepare_workdir(shared, plan)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    cand_path = shared / "candidate.py"
+    cand_path.write_text(source)
+    if plan.uid is not None:
+        os.chown(cand_path, plan.uid, plan.gid)
+    worker = WorkerProcess(shared, env, plan, int(host_mem_gb * 2**30))
+    return StartedWorker(worker, plan, cand_path, interpret)
