@@ -11,11 +11,12 @@ import sys
 
 from kernelzero.cli import eval as eval_cmd
 from kernelzero.cli import report as report_cmd
+from kernelzero.cli import serve as serve_cmd
 from kernelzero.cli import tasks as tasks_cmd
 from kernelzero.cli import verify as verify_cmd
 
 
-COMMANDS = {"tasks": tasks_cmd, "verify": verify_cmd, "eval": eval_cmd, "report": report_cmd}
+COMMANDS = {"tasks": tasks_cmd, "verify": verify_cmd, "eval": eval_cmd, "report": report_cmd, "serve": serve_cmd}
 
 
 def build_parser() -> argparse.ArgumentParser:
