@@ -50,7 +50,9 @@ from typing import Any
 import numpy as np
 import torch
 
-_TAG = "_kz_extent"  # attribute set on interpreter TensorHandles: the _Extent a pointer came from
+from kernelzero.verify.triton_bounds import LaunchState, OutOfBoundsError, check_access  # noqa: F401 (re-export)
+
+_TAG = "_kz_extent"  # attribute set on interpreter TensorHandles: the Extent a pointer came from
 _GUARD_ALIGN = 64  # bytes; keeps padded views as aligned as a fresh torch allocation
 
 
@@ -69,57 +71,11 @@ class LaunchLog:
         return sum(self.counts.values())
 
 
-class OutOfBoundsError(RuntimeError):
-    """A kernel touched memory outside the tensor arguments it was given."""
-
-
 class InterpreterInternalsError(RuntimeError):
     """This Triton's interpreter lacks an internal that the guards patch."""
 
 
-@dataclass(frozen=True)
-class _Extent:
-    name: str  # argument name as the kernel declares it ("x_ptr", "desc.base", "ptrs[1]")
-    lo: int  # first byte of the view
-    hi: int  # one past the last byte of the view
-    itemsize: int  # bytes per element
-
-
-class _LaunchState:
-    """Tensor arguments of the launch being interpreted (one at a time: the interpreter is serial)."""
-
-    def __init__(self) -> None:
-        self.extents: list[_Extent] = []
-        self.by_id: dict[int, _Extent] = {}
-        self.tuning = 0  # > 0 while the autotuner runs configs: launches are not counted
-
-    def begin(self, arg_names: list[str], args: list[Any], kwargs: dict[str, Any]) -> None:
-        self.extents, self.by_id = [], {}
-        for name, arg in zip(arg_names, args):
-            self._visit(name, arg)
-        for name, arg in kwargs.items():
-            self._visit(name, arg)
-
-    def _visit(self, name: str, arg: Any) -> None:
-        if isinstance(arg, tuple):
-            for i, item in enumerate(arg):
-                self._visit(f"{name}[{i}]", item)
-        elif hasattr(arg, "block_shape") and hasattr(arg, "base"):  # TensorDescriptor
-            self._visit(f"{name}.base", arg.base)
-        elif hasattr(arg, "data_ptr"):
-            self.add(arg, name)
-
-    def add(self, tensor: Any, name: str) -> _Extent:
-        ext = _view_extent(tensor, name)
-        self.extents.append(ext)
-        self.by_id[id(tensor)] = ext
-        return ext
-
-    def extent_for(self, tensor: Any) -> _Extent:
-        return self.by_id.get(id(tensor)) or self.add(tensor, "tensor argument")
-
-
-_STATE = _LaunchState()
+_STATE = LaunchState()
 _LOG: LaunchLog | None = None
 
 
@@ -277,7 +233,7 @@ def _guarded(original: Callable, method: str, kind: str, ptr_param: str, mask_pa
         mask = None
         if mask_param is not None:
             mask = kwargs[mask_param] if mask_param in kwargs else (args[mask_at] if mask_at < len(args) else None)
-        _check_access(ptrs, mask, kind, getattr(self, "grid_idx", None), guard_bytes)
+        check_access(ptrs, mask, kind, getattr(self, "grid_idx", None), guard_bytes, getattr(ptrs, _TAG, None), _STATE)
         return original(self, *args, **kwargs)
 
     method_with_check.__name__ = method
@@ -379,55 +335,3 @@ def _any_bf16(values: list[Any]) -> bool:
     return False
 
 
-# --- the check ------------------------------------------------------------------------------------
-
-
-def _view_extent(tensor: Any, name: str) -> _Extent:
-    base = tensor if isinstance(tensor, torch.Tensor) else getattr(tensor, "base", tensor)  # TensorWrapper
-    lo, itemsize = base.data_ptr(), base.element_size()
-    if base.numel() == 0:
-        return _Extent(name, lo, lo, itemsize)
-    last = sum((size - 1) * stride for size, stride in zip(base.shape, base.stride()))  # torch strides are >= 0
-    return _Extent(name, lo, lo + (last + 1) * itemsize, itemsize)
-
-
-def _check_access(ptrs: Any, mask: Any, kind: str, program_id: Any, guard_bytes: int) -> None:
-    addrs = np.asarray(ptrs.data).astype(np.uint64, copy=False)
-    if mask is not None:
-        mask_data = mask if isinstance(mask, np.ndarray) else mask.data  # block pointers pass bare arrays
-        addrs = addrs[np.broadcast_to(np.asarray(mask_data, dtype=bool), addrs.shape)]
-    addrs = addrs.reshape(-1)
-    if addrs.size == 0:
-        return
-    width = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
-    own = getattr(ptrs, _TAG, None)
-    allowed = [own] if own is not None else _STATE.extents
-    ok = np.zeros(addrs.shape, dtype=bool)
-    for ext in allowed:
-        ok |= (addrs >= np.uint64(ext.lo)) & (addrs + np.uint64(width) <= np.uint64(ext.hi))
-    if not ok.all():
-        raise OutOfBoundsError(_describe(kind, addrs[~ok], addrs.size, own, program_id, guard_bytes))
-
-
-def _describe(kind: str, bad: np.ndarray, n_active: int, own: _Extent | None, program_id: Any,
-              guard_bytes: int) -> str:
-    where = f"argument '{own.name}'" if own is not None else "every tensor argument"
-    pid = tuple(int(i) for i in program_id) if program_id is not None else "?"
-    text = f"out-of-bounds {kind}: {bad.size} of {n_active} active lane(s) outside {where}, program_id={pid}"
-    first = int(bad.min())
-    ref = own if own is not None else _nearest(first, guard_bytes)
-    if ref is None:
-        return f"{text}; lowest bad address is not within {guard_bytes} bytes of any tensor argument"
-    offset = first - ref.lo
-    n_elems = (ref.hi - ref.lo) // ref.itemsize
-    return (f"{text}; lowest bad lane is element {offset // ref.itemsize} (byte offset {offset}) "
-            f"of '{ref.name}', which has {n_elems} element(s)")
-
-
-def _nearest(addr: int, guard_bytes: int) -> _Extent | None:
-    best, best_gap = None, guard_bytes + 1
-    for ext in _STATE.extents:
-        gap = ext.lo - addr if addr < ext.lo else max(0, addr - ext.hi + 1)
-        if gap < best_gap:
-            best, best_gap = ext, gap
-    return best
