@@ -94,3 +94,44 @@ def test_tensor_with_wrong_byte_count_is_rejected():
 def test_closed_channel_is_an_error():
     with pytest.raises(ChannelError, match="closed"):
         _pipe_roundtrip(lambda w: None, recv_msg)
+
+
+def test_large_tensors_go_through_the_transfer_folder_both_ways(tmp_path):
+    from kernelzero.verify import channel
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    big = torch.randn(600, 1000)  # 2.4 MB: over FILE_MIN_BYTES
+    sink = channel.FileSink(tmp_path / "in")
+    got = _pipe_roundtrip(lambda w: send_obj(w, {"inputs": [big, torch.ones(2)]}, sink), recv_obj)
+    assert torch.equal(got["inputs"][0], big) and len(list((tmp_path / "in").iterdir())) == 1
+    sink.clear()
+    assert not list((tmp_path / "in").iterdir())
+    channel.use_out_dir(str(tmp_path / "out"))
+    try:
+        header, back = _pipe_roundtrip(lambda w: send_msg(w, {"ok": True}, [big, torch.arange(3)]),
+                                       lambda r: recv_msg(r, file_dir=tmp_path / "out"))  # fmt: skip
+    finally:
+        channel.use_out_dir(None)
+    assert header == {"ok": True} and torch.equal(back[0], big) and torch.equal(back[1], torch.arange(3))
+    assert not list((tmp_path / "out").iterdir())  # the judge deleted what it read
+
+
+@pytest.mark.parametrize("name,make", [("../x.bin", None), ("1.bin", "symlink"), ("2.bin", "short"), ("3.bin", "missing")])
+def test_hostile_tensor_files_are_rejected(tmp_path, name, make):
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"\x01" * 16)
+    out = tmp_path / "out"
+    out.mkdir()
+    if make == "symlink":
+        (out / name).symlink_to(secret)
+    elif make == "short":
+        (out / name).write_bytes(b"\x00" * 8)
+
+    def send(w):
+        _write_frame(w, ('{"_tensors": [["float32", [4], "%s"]]}' % name).encode())
+
+    with pytest.raises(ChannelError):
+        _pipe_roundtrip(send, lambda r: recv_msg(r, file_dir=out))
+    with pytest.raises(ChannelError):  # no transfer folder: a named file is refused outright
+        _pipe_roundtrip(send, recv_msg)

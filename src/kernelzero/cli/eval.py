@@ -39,7 +39,9 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--concurrency", type=int, help="requests in flight (openai)")
     p.add_argument("--profile", choices=("default", "strict", "kernelbench"))
     p.add_argument("--device", choices=("auto", "cuda", "cpu"))
-    p.add_argument("--jobs", type=int, help="verifications side by side (default 2)")
+    p.add_argument("--jobs", type=int, help="verifications side by side without a GPU (default 2); with GPUs the pool runs 2 per GPU plus CPU build workers")
+    p.add_argument("--pool", choices=("local", "ray"), help="where verifications run: this machine (default) or a Ray cluster")
+    p.add_argument("--ray-address", help="the Ray cluster's address (with --pool ray; default: RAY_ADDRESS or a local one)")
     p.add_argument("--baselines", help="folder caching reference timings per GPU")
     p.add_argument("--compile-baseline", action="store_true", default=None)
     p.add_argument("--store", help="verdict store file shared across runs (default: ~/.cache/kernelzero/verdicts.sqlite)")
@@ -60,7 +62,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
              "baselines": args.baselines, "compile_baseline": args.compile_baseline, "preset": args.preset,
              "scale": args.scale, "levels": tuple(args.level) if args.level else None,
              "tasks": tuple(args.task) if args.task else None, "sizes": parse_sizes(args.size) or None,
-             "store": args.store}  # fmt: skip
+             "store": args.store, "pool": args.pool, "ray_address": args.ray_address}  # fmt: skip
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.no_store:
         values["store"] = None

@@ -66,7 +66,9 @@ class EvalConfig:
     concurrency: int = 8  # requests in flight (openai backend)
     profile: str = "default"  # verifier profile
     device: str = "auto"  # verification device: auto, cuda, cpu
-    jobs: int = 2  # verifications run side by side
+    jobs: int = 2  # verifications run side by side (without a GPU; see service/pool.py)
+    pool: str = "local"  # "local" (this machine: build stage + one lane per GPU) or "ray" (a Ray cluster)
+    ray_address: str | None = None  # with pool "ray": the cluster (None: RAY_ADDRESS, a local `ray start`, or a new instance)
     baselines: str | None = None  # folder caching reference timings per GPU
     store: str | None = "default"  # verdict store file shared across runs; "default": the user cache; None: off
     compile_baseline: bool = False  # also time torch.compile (slow)
@@ -153,7 +155,7 @@ def verify_missing(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdic
     requests = (VerifyRequest(by_name[s["task"]], s["completion"], cfg.backend, opts, tag=s["sample_idx"]) for s in todo)
     with _progress(console) as bar:
         job = bar.add_task("verify", total=len(todo))
-        for req, verdict in verify_many(requests, cfg.jobs, store):
+        for req, verdict in verify_many(requests, cfg.jobs, store, pool=cfg.pool, ray_address=cfg.ray_address):
             verdicts.append({"task": req.task.name, "sample_idx": req.tag, "level": req.task.level,
                              "verdict": to_dict(verdict), "policies": verdict.policy_status})  # fmt: skip
             bar.advance(job)

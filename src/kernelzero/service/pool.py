@@ -1,18 +1,33 @@
 """Verify many candidates: `verify_many(requests)` yields (request, verdict) as each finishes.
 
-The local pool runs `jobs` verifications side by side (each is its own judge and sandboxed worker
-processes, so threads here only wait) and answers requests it has seen before from the verdict
-store without running anything. Used by `kernelzero eval`; training rewards will use it too.
+The local pool (the default) has two stages:
 
-Not yet here (the scale issue): separate CPU build workers feeding one runner per GPU, the HTTP
-front and the Ray backend.
+- **builds** on the CPU: a CUDA candidate headed for a GPU is first captured in a sandboxed child and
+  its `load_inline` extensions are built into the shared build cache (verify/cuda_build.py), at most
+  `build_jobs` at a time; the candidate's worker then only loads the library;
+- **runners**, one lane per visible GPU, each pinned with `CUDA_VISIBLE_DEVICES`: up to `per_gpu`
+  verifications per GPU are in flight, so one prepares (process start, imports, Triton import) while
+  another holds the GPU's lease (verify/lease.py: one sample on a GPU at a time, from reference to the
+  last timed call). Requests go to the healthy GPU with the fewest in flight.
+
+Without a GPU there is one lane of `jobs` verifications and no build stage. Stored verdicts are
+answered without running anything. Faults: a verification whose judge process died (killed, out of
+memory) is retried once in a fresh one, then reported `crash` (stage `runner`); after a `crash` on a
+GPU (an illegal memory access, say) the next sample's judge probes that GPU in a fresh process
+(verify/lease.py, service/probe.py) before using it; a GPU that fails is taken out of the pool (never
+reset) and the sample goes to another GPU. `PoolStats` records
+per-GPU lease time, builds and retries for benchmarks. `backend="ray"` runs the same on a Ray
+cluster (service/ray_pool.py).
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kernelzero.service.store import VerdictStore, request_key
 from kernelzero.types import Task, Verdict
@@ -31,6 +46,40 @@ class VerifyRequest:
     tag: object = None  # the caller's handle (e.g. (task name, sample index)), passed back untouched
 
 
+@dataclass
+class PoolStats:
+    """What a pool did; `summary()` for benchmarks (GPU busy = time a lease was held / wall time)."""
+
+    started: float = field(default_factory=time.monotonic)
+    samples: int = 0
+    from_store: int = 0
+    builds: int = 0
+    build_s: float = 0.0
+    retries: int = 0
+    probes: list = field(default_factory=list)  # (gpu, passed, message) of health probes after crashes
+    unhealthy: set = field(default_factory=set)
+    per_gpu: dict = field(default_factory=dict)  # gpu -> {"samples", "lease_s", "wait_s"}
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, gpu: int | None, verdict: Verdict) -> None:
+        with self.lock:
+            self.samples += 1
+            if gpu is None:
+                return
+            slot = self.per_gpu.setdefault(gpu, {"samples": 0, "lease_s": 0.0, "wait_s": 0.0})
+            slot["samples"] += 1
+            slot["lease_s"] += verdict.stage_seconds.get("gpu_lease", 0.0)
+            slot["wait_s"] += verdict.stage_seconds.get("gpu_wait", 0.0)
+
+    def summary(self) -> dict:
+        wall = time.monotonic() - self.started
+        gpus = {g: {**v, "busy": round(v["lease_s"] / wall, 3) if wall else 0.0} for g, v in sorted(self.per_gpu.items())}
+        return {"wall_s": round(wall, 1), "samples": self.samples, "from_store": self.from_store,
+                "samples_per_hour": round(self.samples * 3600 / wall) if wall else 0, "builds": self.builds,
+                "build_s": round(self.build_s, 1), "retries": self.retries, "probes": list(self.probes),
+                "unhealthy": sorted(self.unhealthy), "gpus": gpus}  # fmt: skip
+
+
 def device_name(opts: VerifyOptions) -> str:
     """The name verdicts of `opts` will carry: the GPU's, or "cpu"."""
     import torch
@@ -40,37 +89,166 @@ def device_name(opts: VerifyOptions) -> str:
     return "cpu"
 
 
-def verify_many(requests: Iterable[VerifyRequest], jobs: int = 2,
-                store: VerdictStore | None = None) -> Iterator[tuple[VerifyRequest, Verdict]]:  # fmt: skip
-    """Verify every request, `jobs` at a time, in completion order; stored verdicts are reused.
+def visible_gpus() -> list[int]:
+    import torch
 
-    At most `2 * jobs` requests are in flight, so a long (even endless) iterable of requests
-    keeps memory bounded.
-    """
-    names: dict[VerifyOptions, str] = {}
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
-    def run(req: VerifyRequest) -> Verdict:
+
+def _runner_died(verdict: Verdict) -> bool:
+    return verdict.status == "crash" and verdict.stage == "judge"
+
+
+class LocalPool:
+    """Build stage + one lane per GPU (or one CPU lane); see the module docstring."""
+
+    def __init__(self, jobs: int = 2, store: VerdictStore | None = None, gpus: list[int] | None = None,
+                 per_gpu: int = 2, build_jobs: int | None = None, build_cache: str | None = None,
+                 stats: PoolStats | None = None):  # fmt: skip
+        self.store = store
+        self.gpus = visible_gpus() if gpus is None else list(gpus)
+        self.per_gpu = max(1, per_gpu)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+        self.build_jobs = build_jobs or max(1, (cpus - 2 * len(self.gpus)) // 2)
+        self.build_cache = build_cache
+        self.stats = stats or PoolStats()
+        self.jobs = max(1, jobs)
+        self.slots = self.build_jobs + len(self.gpus) * self.per_gpu if self.gpus else self.jobs
+        self.builds = threading.Semaphore(self.build_jobs)
+        self.cond = threading.Condition()
+        self.in_flight = {g: 0 for g in self.gpus}
+        self.names: dict[VerifyOptions, str] = {}
+        if self.gpus:  # decide the sandbox now, before threads start (plan_sandbox forks probes)
+            from kernelzero.verify.sandbox import plan_sandbox
+
+            defaults = VerifyOptions()
+            plan_sandbox(defaults.sandbox_user, defaults.isolate_network)
+
+    # -- stages ----------------------------------------------------------------------------------
+    def _on_gpu(self, req: VerifyRequest) -> bool:
+        return bool(self.gpus) and req.options.device != "cpu"
+
+    def _build(self, req: VerifyRequest) -> None:
+        """Capture and build a CUDA candidate's extensions into the shared cache (bounded by `build_jobs`)."""
+        from kernelzero.verify.cuda_build import BuildCache, default_cache_dir, ensure_readable, prebuild
+        from kernelzero.verify.extract import extract_code
+
+        root = ensure_readable(default_cache_dir() if not self.build_cache else __import__("pathlib").Path(self.build_cache))
+        with self.builds:
+            start = time.monotonic()
+            results = prebuild(extract_code(req.candidate), BuildCache(root), timeout_s=req.options.build_timeout_s,
+                               user=req.options.sandbox_user, isolate_network=req.options.isolate_network)  # fmt: skip
+            with self.stats.lock:
+                self.stats.builds += sum(1 for r in results if not r.cached)
+                self.stats.build_s += time.monotonic() - start
+
+    def _take_gpu(self) -> int | None:
+        with self.cond:
+            while True:
+                healthy = [g for g in self.gpus if g not in self.stats.unhealthy]
+                if not healthy:
+                    return None
+                free = [g for g in healthy if self.in_flight[g] < self.per_gpu]
+                if free:
+                    gpu = min(free, key=lambda g: self.in_flight[g])
+                    self.in_flight[gpu] += 1
+                    return gpu
+                self.cond.wait()
+
+    def _give_gpu(self, gpu: int) -> None:
+        with self.cond:
+            self.in_flight[gpu] -= 1
+            self.cond.notify_all()
+
+    def _verify(self, req: VerifyRequest, gpu: int | None) -> Verdict:
+        opts = req.options
+        if gpu is not None:
+            opts = replace(opts, gpu_index=gpu, build_cache=self.build_cache or opts.build_cache)
+        verdict = verify(req.task, req.candidate, req.backend, opts)
+        if _runner_died(verdict):
+            with self.stats.lock:
+                self.stats.retries += 1
+            first = verdict.message
+            verdict = verify(req.task, req.candidate, req.backend, opts)
+            if _runner_died(verdict):
+                return replace(verdict, stage="runner", message=f"the runner died twice ({first}; {verdict.message})")
+            verdict = replace(verdict, notes=verdict.notes + (f"retried once: the first runner died ({first})",))
+        if gpu is not None:
+            verdict = replace(verdict, notes=verdict.notes + (f"gpu={gpu}",))
+        return verdict
+
+    def run_one(self, req: VerifyRequest) -> Verdict:
         key = None
-        if store is not None:
-            name = names.setdefault(req.options, device_name(req.options))
+        if self.store is not None:
+            name = self.names.setdefault(req.options, device_name(req.options))
             key = request_key(req.task, req.candidate, req.backend, req.options, name)
-            hit = store.get(key)
+            hit = self.store.get(key)
             if hit is not None:
+                with self.stats.lock:
+                    self.stats.from_store += 1
                 return replace(hit, notes=hit.notes + ("answered from the verdict store",))
-        verdict = verify(req.task, req.candidate, req.backend, req.options)
-        return store.put(key, verdict) if store is not None else verdict
-
-    pending: dict[Future, VerifyRequest] = {}
-    source = iter(requests)
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        gpu = None
         while True:
-            while len(pending) < 2 * max(1, jobs):
-                req = next(source, None)
-                if req is None:
-                    break
-                pending[pool.submit(run, req)] = req
-            if not pending:
-                return
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield pending.pop(future), future.result()
+            if self._on_gpu(req):
+                if req.backend == "cuda" and gpu is None:
+                    self._build(req)
+                gpu = self._take_gpu()
+                if gpu is None:
+                    from kernelzero.verify import _early
+
+                    return _early(req.task, req.candidate, req.backend, req.options, "crash", "runner",
+                                  f"no healthy GPU left in the pool (failed health probes: {sorted(self.stats.unhealthy)})")  # fmt: skip
+            try:
+                verdict = self._verify(req, gpu)
+            finally:
+                if gpu is not None:
+                    self._give_gpu(gpu)
+            if gpu is not None and verdict.stage == "runner" and "health probe" in verdict.message:
+                with self.cond:  # that GPU is out; try the request on another
+                    self.stats.unhealthy.add(gpu)
+                    self.stats.probes.append((gpu, False, verdict.message))
+                    self.cond.notify_all()
+                continue
+            break
+        if any("health probe" in n for n in verdict.notes):
+            with self.stats.lock:
+                self.stats.probes.append((gpu, True, ""))
+        self.stats.record(gpu, verdict)
+        if self.store is not None:
+            return self.store.put(key, verdict)
+        return verdict
+
+    def run(self, requests: Iterable[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        pending: dict[Future, VerifyRequest] = {}
+        source = iter(requests)
+        with ThreadPoolExecutor(self.slots) as executor:
+            while True:
+                while len(pending) < 2 * self.slots:
+                    req = next(source, None)
+                    if req is None:
+                        break
+                    pending[executor.submit(self.run_one, req)] = req
+                if not pending:
+                    return
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield pending.pop(future), future.result()
+
+
+def verify_many(requests: Iterable[VerifyRequest], jobs: int = 2, store: VerdictStore | None = None, *,
+                gpus: list[int] | None = None, per_gpu: int = 2, build_jobs: int | None = None,
+                build_cache: str | None = None, pool: str = "local", stats: PoolStats | None = None,
+                ray_address: str | None = None) -> Iterator[tuple[VerifyRequest, Verdict]]:  # fmt: skip
+    """Verify every request in completion order; stored verdicts are reused.
+
+    Without a GPU, `jobs` verifications run side by side; with GPUs, `per_gpu` per GPU plus
+    `build_jobs` builds. At most twice that many requests are in flight, so a long (even endless)
+    iterable keeps memory bounded.
+    """
+    if pool == "ray":
+        from kernelzero.service.ray_pool import verify_many_ray
+
+        return verify_many_ray(requests, store=store, address=ray_address, build_jobs=build_jobs)
+    if pool != "local":
+        raise ValueError(f"unknown pool {pool!r}; choose local or ray")
+    return LocalPool(jobs, store, gpus, per_gpu, build_jobs, build_cache, stats).run(requests)

@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     created REAL NOT NULL
 )
 """
-VOLATILE_OPTIONS = ("baselines_dir",)  # where timings are cached does not change a verdict
+VOLATILE_OPTIONS = ("baselines_dir", "build_cache", "gpu_index")  # where a verification runs does not change it
 
 
 def default_path() -> Path:
@@ -113,9 +113,10 @@ class VerdictStore:
     def put(self, key: str, verdict: Verdict) -> Verdict:
         """Store a verdict (the first one stored for a key wins); return the stored verdict.
 
-        A verdict about the verifier itself failing (stage "judge") is returned but not stored.
+        A verdict about the verifier itself failing (stage "judge", or "runner": a runner died twice, no
+        healthy GPU) is returned but not stored.
         """
-        if verdict.stage == "judge":
+        if verdict.stage in ("judge", "runner"):
             return verdict
         self._connect().execute(
             "INSERT OR IGNORE INTO verdicts (key, task, status, verdict, created) VALUES (?, ?, ?, ?, ?)",

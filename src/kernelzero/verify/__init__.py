@@ -19,7 +19,7 @@ Statuses (a closed set, `kernelzero.types.STATUSES`) and what maps to them:
 | compile_error | `load_inline` build failed; a Triton kernel failed to compile (on the GPU, or for sm_90 on CPU); nvcc rejected the CUDA source (CPU) |
 | runtime_error | an exception importing the module, constructing ModelNew or in forward; an out-of-bounds access caught by the interpreter's bounds check |
 | timeout | no reply within the limit (build: `build_timeout_s`; a call: max(floor, scale x reference time)) |
-| crash | the worker died: a signal (SIGSEGV ...), an illegal memory access / CUDA launch failure, an exit without a result (`os._exit(0)` included) |
+| crash | the worker died: a signal (SIGSEGV ...), an illegal memory access / CUDA launch failure, an exit without a result (`os._exit(0)` included); stage `runner`: the verifier's own judge died twice, or the GPU failed its health probe (service/pool.py) |
 | oom | CUDA out of memory, or the worker's resident memory passed `host_mem_gb` |
 | shape_mismatch | wrong number or type of outputs, or a wrong shape |
 | dtype_mismatch | an output's dtype differs from the reference's |
@@ -127,6 +127,17 @@ def verify(task: Task, candidate: str, backend: str, options: VerifyOptions | No
     return _run_judge(task, source, backend, opts)
 
 
+def _physical_gpu(index: int) -> str:
+    """The CUDA_VISIBLE_DEVICES entry of this process's visible GPU `index`."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or visible.strip() == "":
+        return str(index)
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if index >= len(entries):
+        raise ValueError(f"gpu_index {index} asked for, but CUDA_VISIBLE_DEVICES={visible!r} shows {len(entries)}")
+    return entries[index]
+
+
 def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions) -> Verdict:
     budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
     with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
@@ -134,6 +145,12 @@ def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions) -> Ve
         request.write_text(json.dumps({"task": to_dict(task), "source": source, "backend": backend,
                                        "options": asdict(opts)}))  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        if opts.gpu_index is not None:
+            env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(opts.gpu_index)
+        if backend == "cuda":
+            from kernelzero.verify.cuda_build import default_cache_dir
+
+            env["KZ_BUILD_CACHE"] = opts.build_cache or str(default_cache_dir())
         start = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.launch", str(request), str(result)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

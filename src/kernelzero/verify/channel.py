@@ -8,6 +8,14 @@ Two directions, two formats:
   bytes with a dtype from a fixed list and a size the judge checks against a limit.
 
 Frames are an 8-byte little-endian length followed by the payload.
+
+Large tensors (at least `FILE_MIN_BYTES`) skip the pipe: they go through files in a per-worker transfer
+folder in /dev/shm (memory), which moves hundreds of MB several times faster than a pipe. Judge ->
+worker: the judge writes `in/N.bin` and pickles a `FileTensor` naming it (the worker maps the file
+privately); worker -> judge: the worker writes `out/N.bin` and names it in the JSON header; the judge
+accepts only names `N.bin` in the folder it made, opens them without following links, checks they are
+regular files of exactly the announced size, copies the bytes and deletes the file. So the judge still
+only ever reads raw bytes of a known dtype and size from the candidate's side.
 """
 
 from __future__ import annotations
@@ -15,10 +23,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import stat
 import struct
-from typing import Any
-
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -26,6 +36,71 @@ if TYPE_CHECKING:
 DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
                "complex64", "complex128")  # fmt: skip
 MAX_FRAME = 1 << 36  # 64 GiB: a sanity bound, not a memory limit
+FILE_MIN_BYTES = 1 << 20  # tensors at least this large go through the transfer folder when there is one
+_FILE_NAME = re.compile(r"\d{1,9}\.bin")
+_out = {"dir": None, "seq": 0}  # the worker's side: where send_msg writes large tensors
+
+
+@dataclass(frozen=True)
+class FileTensor:
+    """Judge -> worker: a tensor whose bytes are in a file of the transfer folder."""
+
+    path: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+class FileSink:
+    """Judge side: writes large tensors of outgoing objects to `folder`; removes the previous message's files."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.seq = 0
+        self.written: list[Path] = []
+
+    def clear(self) -> None:
+        for path in self.written:
+            path.unlink(missing_ok=True)
+        self.written = []
+
+    def externalise(self, obj: Any) -> Any:
+        import torch
+
+        if isinstance(obj, torch.Tensor) and obj.device.type == "cpu" and obj.numel() * obj.element_size() >= FILE_MIN_BYTES \
+                and str(obj.dtype).removeprefix("torch.") in DTYPE_NAMES:  # fmt: skip
+            self.seq += 1
+            path = self.folder / f"{self.seq}.bin"
+            flat = obj.detach().contiguous().reshape(-1).view(torch.uint8)
+            flat.numpy().tofile(path)
+            path.chmod(0o644)
+            self.written.append(path)
+            return FileTensor(str(path), str(obj.dtype).removeprefix("torch."), tuple(obj.shape))
+        if isinstance(obj, dict):
+            return {k: self.externalise(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.externalise(v) for v in obj)
+        return obj
+
+
+def _internalise(obj: Any) -> Any:
+    import torch
+
+    if isinstance(obj, FileTensor):
+        dtype = getattr(torch, obj.dtype)
+        numel = 1
+        for s in obj.shape:
+            numel *= s
+        return torch.from_file(obj.path, shared=False, size=numel, dtype=dtype).reshape(obj.shape)
+    if isinstance(obj, dict):
+        return {k: _internalise(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_internalise(v) for v in obj)
+    return obj
+
+
+def use_out_dir(folder: str | None) -> None:
+    """Worker side: write large outgoing tensors to `folder` (None: everything through the pipe)."""
+    _out["dir"] = folder
 
 
 class ChannelError(Exception):
@@ -59,10 +134,13 @@ def _read_frame(fd: int) -> bytearray:
     return _read_exact(fd, n)
 
 
-def send_obj(fd: int, obj: Any) -> None:
-    """Judge -> worker: a picklable object (tensors included)."""
+def send_obj(fd: int, obj: Any, sink: FileSink | None = None) -> None:
+    """Judge -> worker: a picklable object (tensors included; large ones through `sink`'s folder)."""
     import torch  # imported here so that starting a worker does not wait for torch
 
+    if sink is not None:
+        sink.clear()  # the worker answered the previous message: its files are no longer needed
+        obj = sink.externalise(obj)
     buf = io.BytesIO()
     torch.save(obj, buf)
     _write_frame(fd, buf.getbuffer())
@@ -72,7 +150,7 @@ def recv_obj(fd: int) -> Any:
     """Worker side: the next object from the judge."""
     import torch
 
-    return torch.load(io.BytesIO(_read_frame(fd)), weights_only=False)
+    return _internalise(torch.load(io.BytesIO(_read_frame(fd)), weights_only=False))
 
 
 def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
@@ -80,14 +158,58 @@ def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
     import torch
 
     cpu = [t.detach().to("cpu").contiguous() for t in tensors]
-    header = {**header, "_tensors": [[str(t.dtype).removeprefix("torch."), list(t.shape)] for t in cpu]}
-    _write_frame(fd, json.dumps(header).encode())
+    specs = []
     for t in cpu:
-        _write_frame(fd, t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
+        spec = [str(t.dtype).removeprefix("torch."), list(t.shape)]
+        if _out["dir"] and t.numel() * t.element_size() >= FILE_MIN_BYTES:
+            _out["seq"] += 1
+            name = f"{_out['seq']}.bin"
+            t.reshape(-1).view(torch.uint8).numpy().tofile(os.path.join(_out["dir"], name))
+            spec.append(name)
+        specs.append(spec)
+    header = {**header, "_tensors": specs}
+    _write_frame(fd, json.dumps(header).encode())
+    for t, spec in zip(cpu, specs):
+        if len(spec) == 2:
+            _write_frame(fd, t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
 
 
-def recv_msg(fd: int, max_bytes: int = MAX_FRAME) -> tuple[dict[str, Any], list[torch.Tensor]]:
-    """Judge side: the next header and tensors; malformed input raises ChannelError."""
+def _read_file(folder: Path | None, name: Any, nbytes: int) -> torch.Tensor:
+    """The bytes (uint8 tensor, the judge's own copy) of a tensor file the worker wrote: a plain `N.bin` in
+    `folder`, exactly `nbytes` long."""
+    import mmap
+
+    import torch
+
+    if folder is None or not isinstance(name, str) or not _FILE_NAME.fullmatch(name):
+        raise ChannelError(f"unexpected tensor file {name!r}")
+    path = Path(folder) / name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ChannelError(f"tensor file {name!r}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != nbytes:
+            raise ChannelError(f"tensor file {name!r} is not a regular file of {nbytes} bytes")
+        if nbytes == 0:
+            return torch.empty(0, dtype=torch.uint8)
+        mapped = mmap.mmap(fd, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        view = torch.frombuffer(mapped, dtype=torch.uint8)
+        own = view.clone()  # one copy, into the judge's memory; the file can change afterwards for all we care
+        del view
+        mapped.close()
+        return own
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+def recv_msg(fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    """Judge side: the next header and tensors; malformed input raises ChannelError.
+
+    `file_dir`: the worker's transfer folder, where it may put large tensors (see the module docstring).
+    """
     import torch
 
     try:
@@ -98,8 +220,10 @@ def recv_msg(fd: int, max_bytes: int = MAX_FRAME) -> tuple[dict[str, Any], list[
         raise ChannelError(f"malformed message from the candidate: {exc}") from None
     tensors = []
     for spec in specs:
-        dtype_name, shape = spec
-        if dtype_name not in DTYPE_NAMES or not all(isinstance(s, int) and s >= 0 for s in shape):
+        if not isinstance(spec, list) or len(spec) not in (2, 3):
+            raise ChannelError(f"malformed tensor spec {spec!r}")
+        dtype_name, shape = spec[0], spec[1]
+        if not isinstance(shape, list) or dtype_name not in DTYPE_NAMES or not all(isinstance(s, int) and s >= 0 for s in shape):
             raise ChannelError(f"malformed tensor spec {spec!r}")
         dtype = getattr(torch, dtype_name)
         numel = 1
@@ -108,9 +232,12 @@ def recv_msg(fd: int, max_bytes: int = MAX_FRAME) -> tuple[dict[str, Any], list[
         nbytes = numel * dtype.itemsize
         if nbytes > max_bytes:
             raise ChannelError(f"tensor of {nbytes} bytes exceeds the limit")
-        raw = _read_frame(fd)
-        if len(raw) != nbytes:
-            raise ChannelError(f"tensor {spec!r} sent {len(raw)} bytes, expected {nbytes}")
-        t = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+        if len(spec) == 3:
+            t = _read_file(file_dir, spec[2], nbytes)
+        else:
+            raw = _read_frame(fd)
+            if len(raw) != nbytes:
+                raise ChannelError(f"tensor {spec!r} sent {len(raw)} bytes, expected {nbytes}")
+            t = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
         tensors.append(t.view(dtype).reshape(shape) if nbytes else torch.empty(shape, dtype=dtype))
     return header, tensors

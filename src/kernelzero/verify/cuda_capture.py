@@ -18,9 +18,11 @@ compile-checks each build; or `capture_load_inline(path, timeout_s)` from Python
 Protected: the candidate runs in a child process of its own session (the whole group is killed on
 timeout), in its own temp dir with a scrubbed environment (PATH only; HOME/TMPDIR point to the temp dir;
 no GPU visible), started with `python -I`; builds made after the import (in `__init__`/`forward`) are
-not seen. Not protected: the candidate's import can read and write what this user can (filesystem,
-network, memory) and can forge its result file (capture is advisory; the real build on a GPU host
-decides). Linux only.
+not seen. With a `sandbox` plan (the verification pool's build stage) the child runs as the sandbox
+user in an empty network namespace; without one, the candidate's import can read and write what this
+user can (filesystem, network, memory). Either way it can forge its result file: capture is advisory
+(the build cache is keyed on the captured arguments, and the worker loads only a library built from
+exactly the arguments it passes). Linux only.
 """
 
 from __future__ import annotations
@@ -75,8 +77,10 @@ class CaptureError(Exception):
 # ---------------------------------------------------------------------------------------------- capture
 
 
-def capture_load_inline(candidate_path: str, timeout_s: float) -> list[InlineBuild]:
+def capture_load_inline(candidate_path: str, timeout_s: float, sandbox=None) -> list[InlineBuild]:
     """Import the candidate in a child process and return its `load_inline` calls, in order ([] if none).
+
+    `sandbox` (a `sandbox.SandboxPlan`) runs the child as the plan's user in its network namespace.
 
     Raises CaptureError when the import fails before any call (`import_error`, with the exception type and
     traceback tail), hangs (`timeout`) or dies without a result (`crash`).
@@ -94,7 +98,15 @@ def capture_load_inline(candidate_path: str, timeout_s: float) -> list[InlineBui
         src_root = str(Path(__file__).resolve().parents[2])
         argv = [sys.executable, "-I", "-B", "-c", bootstrap, src_root, str(target), str(result)]
         log = work / "output.log"
-        (code,), timed_out = _run_group([(argv, log)], work, _scrubbed_env(work), timeout_s)
+        popen_kwargs: dict = {}
+        if sandbox is not None:  # no preexec function: the pool calls this from threads
+            from kernelzero.verify.sandbox import thread_safe_argv
+
+            if sandbox.uid is not None:
+                for path in (work, target):
+                    os.chown(path, sandbox.uid, sandbox.gid)
+            argv, popen_kwargs = thread_safe_argv(argv, sandbox)
+        (code,), timed_out = _run_group([(argv, log)], work, _scrubbed_env(work), timeout_s, popen_kwargs)
         payload = _read_json(result)
         output = _read_bounded(log)[-TRACEBACK_LIMIT:]
     if timed_out:
@@ -231,7 +243,8 @@ def _scrubbed_env(home: Path, *tools: str | Path | None) -> dict[str, str]:
     }
 
 
-def _run_group(jobs: list[tuple[list[str], Path]], cwd: Path, env: dict[str, str], timeout_s: float):
+def _run_group(jobs: list[tuple[list[str], Path]], cwd: Path, env: dict[str, str], timeout_s: float,
+               popen_kwargs: dict | None = None):  # fmt: skip
     """Run the commands at once, each in its own session with output to its log; kill all at the deadline.
 
     Returns (exit codes, timed_out). Every process group is killed at the end, so nothing outlives the call.
@@ -243,7 +256,7 @@ def _run_group(jobs: list[tuple[list[str], Path]], cwd: Path, env: dict[str, str
         for argv, log in jobs:
             with open(log, "wb") as out:
                 procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                              stderr=subprocess.STDOUT, start_new_session=True))
+                                              stderr=subprocess.STDOUT, start_new_session=True, **(popen_kwargs or {})))
         for proc in procs:
             proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
     except subprocess.TimeoutExpired:

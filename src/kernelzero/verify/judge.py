@@ -17,6 +17,7 @@ import secrets
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -138,30 +139,64 @@ class Judge:
         self.notes += started.plan.notes
         worker = started.worker
         try:
+            # The candidate's import (its builds) runs before this sample takes the GPU.
+            self.fields["stage_hint"] = "build"
+            worker.send({"cmd": "import", "path": str(started.cand_path), "device": self.device,
+                         "interpret": started.interpret, "gpu_mem_fraction": self.opts.gpu_mem_fraction})  # fmt: skip
+            reply, _ = worker.receive(self.opts.build_timeout_s, "importing the candidate (building its kernels)")
+            self._timed("import", start)
+            if not reply["ok"]:
+                return self._failed(reply)
+            self.stage_s["build"] = round(reply["build_s"], 4)
+            if self.device != "cuda":
+                return self._with_lease(private, worker, started)
+            from kernelzero.verify.lease import GpuUnhealthy, gpu_lease, mark_suspect, probe_log
+
+            torch.cuda.init()
             try:
-                self._build_reference(private)
-            except ContractError as exc:
-                raise ValueError(f"the task itself is broken ({exc.kind}): {exc}") from None
-            self._timed("reference", start)
-            return self._with_worker(worker, started.cand_path, started.interpret)
+                with gpu_lease() as waited:
+                    held = time.perf_counter()
+                    self.stage_s["gpu_wait"] = round(waited, 4)
+                    if probe_log:
+                        self.notes.append(f"the GPU passed a health probe after an earlier crash ({probe_log[-1][1]:.1f} s)")
+                    try:
+                        verdict = self._with_lease(private, worker, started)
+                    except WorkerDied:
+                        mark_suspect()
+                        raise
+                    finally:
+                        self.stage_s["gpu_lease"] = round(time.perf_counter() - held, 4)
+                    if verdict.status == "crash":
+                        mark_suspect()
+                    return replace(verdict, stage_seconds={**verdict.stage_seconds, **self.stage_s})
+            except GpuUnhealthy as exc:
+                return self.verdict("crash", "runner", f"the GPU failed its health probe after an earlier crash: {exc}")
         except WorkerDied as exc:
             return self.verdict(exc.status, self.fields.get("stage_hint", "load"), str(exc), exit_signal=exc.exit_signal,
                                 exit_code=exc.exit_code, error_log=worker.log_tail())  # fmt: skip
         finally:
             worker.close()
 
+    def _with_lease(self, private: Path, worker: WorkerProcess, started: StartedWorker) -> Verdict:
+        start = time.perf_counter()
+        try:
+            self._build_reference(private)
+        except ContractError as exc:
+            raise ValueError(f"the task itself is broken ({exc.kind}): {exc}") from None
+        self._timed("reference", start)
+        return self._with_worker(worker, started.cand_path, started.interpret)
+
     def _with_worker(self, worker: WorkerProcess, cand_path: Path, interpret: bool) -> Verdict:
         start = time.perf_counter()
-        self.fields["stage_hint"] = "build"
+        self.fields["stage_hint"] = "init"
         worker.send({"cmd": "load", "path": str(cand_path), "device": self.device, "interpret": interpret,
                      "init_inputs": self.init_inputs, "seed": self.seed, "state_dict": self.state_dict,
                      "dtype": self.opts.precision, "eval_mode": self.opts.eval_mode,
                      "gpu_mem_fraction": self.opts.gpu_mem_fraction})  # fmt: skip
-        reply, _ = worker.receive(self.opts.build_timeout_s, "building and constructing ModelNew")
+        reply, _ = worker.receive(self.opts.build_timeout_s, "constructing ModelNew")
         self._timed("load", start)
         if not reply["ok"]:
             return self._failed(reply)
-        self.stage_s["build"] = round(reply["build_s"], 4)
         self.fields["params"] = reply["params"]
         failure = self._correctness(worker)
         if failure is not None:

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from kernelzero.types import from_dict
 from kernelzero.verify.options import VerifyOptions
-from kernelzero.verify.sandbox import gpu_visible, make_non_dumpable, start_worker
+from kernelzero.verify.sandbox import die_with_parent, gpu_visible, make_non_dumpable, start_worker
 
 
 def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[0]).read_text())
     make_non_dumpable()
+    die_with_parent()
     opts = from_dict(VerifyOptions, request["options"])
     on_gpu = opts.device == "cuda" or (opts.device == "auto" and gpu_visible())
     with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:

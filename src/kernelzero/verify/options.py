@@ -51,6 +51,9 @@ class VerifyOptions:
     sandbox_user: str = "nobody"  # the candidate runs as this user when the verifier runs as root
     isolate_network: bool = True  # put the candidate in an empty network namespace where allowed
     baselines_dir: str | None = None  # where reference timings are cached; None: no cache
+    # Where a verification runs (not what it decides; left out of the verdict store's key):
+    build_cache: str = ""  # prebuilt load_inline libraries (verify/cuda_build.py); "": the default cache folder
+    gpu_index: int | None = None  # pin the judge and worker to this visible GPU (pool runners); None: inherit
 
 
 def default_tolerance(profile: str, precision: str) -> float:

@@ -22,21 +22,24 @@ import os
 import pwd
 import queue
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelzero.verify.channel import ChannelError, recv_msg, send_obj
+from kernelzero.verify.channel import ChannelError, FileSink, recv_msg, send_obj
 
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")
+KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
+            "KZ_BUILD_CACHE", "TORCH_CUDA_ARCH_LIST")
 
 
 class WorkerDied(Exception):
@@ -66,6 +69,15 @@ def make_non_dumpable() -> None:
     _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
+def die_with_parent() -> None:
+    """The judge: be killed when the process that started it dies (a killed pool, Ray actor or eval),
+    so no judge (and, through its own death signal, no worker) outlives its caller."""
+    parent = os.getppid()
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
 def _probe(fn) -> bool:
     """Run `fn` in a forked child; True if it returned without raising."""
     pid = os.fork()
@@ -84,8 +96,44 @@ def _unshare_net() -> None:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
 
 
+_plans: dict[tuple[str, bool], SandboxPlan] = {}
+_plans_lock = threading.Lock()
+
+
 def plan_sandbox(user: str, isolate_network: bool) -> SandboxPlan:
-    """Decide how far this machine lets us isolate a candidate."""
+    """Decide how far this machine lets us isolate a candidate (decided once per process).
+
+    The decision forks probe children, which is unsafe while other threads run (a child can inherit a
+    lock held by another thread and hang): multi-threaded callers (the pool) call this once first,
+    before they start threads; later calls return the same plan without forking.
+    """
+    key = (user, isolate_network)
+    with _plans_lock:
+        if key not in _plans:
+            _plans[key] = _plan_sandbox(user, isolate_network)
+        return _plans[key]
+
+
+def thread_safe_argv(argv: list[str], plan: SandboxPlan) -> tuple[list[str], dict[str, Any]]:
+    """(argv, Popen keyword arguments) applying `plan` without a Python preexec function.
+
+    For processes started from threads. With a network namespace, util-linux's `unshare --net`
+    (run as root) creates it and then drops to the plan's user itself (`--setuid/--setgid`, which
+    also clears supplementary groups); without one, Popen's own (C) `user`/`group` arguments drop.
+    If `unshare` is missing, the plan's network namespace is not applied.
+    """
+    import shutil
+
+    tool = shutil.which("unshare")
+    if plan.netns and tool:
+        ids = ["--setgid", str(plan.gid), "--setuid", str(plan.uid)] if plan.uid is not None else []
+        return [tool, "--net", *ids, "--", *argv], {}
+    if plan.uid is not None:
+        return argv, {"user": plan.uid, "group": plan.gid, "extra_groups": []}
+    return argv, {}
+
+
+def _plan_sandbox(user: str, isolate_network: bool) -> SandboxPlan:
     notes: list[str] = []
     uid = gid = None
     root = os.geteuid() == 0
@@ -145,6 +193,9 @@ class WorkerProcess:
     """A running candidate worker: send commands, receive replies under deadlines and a memory cap."""
 
     def __init__(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, mem_limit_bytes: int):
+        self.xfer = _transfer_folder(plan)
+        env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
+        self.sink = FileSink(self.xfer / "in")
         rfd, wfd = os.pipe()
         self.log_path = workdir / "worker.log"
         log = open(self.log_path, "wb")
@@ -163,7 +214,7 @@ class WorkerProcess:
     def _reader(self, fd: int) -> None:
         try:
             while True:
-                self.replies.put(recv_msg(fd))
+                self.replies.put(recv_msg(fd, file_dir=self.xfer / "out"))
         except (ChannelError, OSError) as exc:
             self.replies.put(exc)
         finally:
@@ -171,7 +222,7 @@ class WorkerProcess:
 
     def send(self, obj: dict[str, Any]) -> None:
         try:
-            send_obj(self.proc.stdin.fileno(), obj)
+            send_obj(self.proc.stdin.fileno(), obj, self.sink)
         except (BrokenPipeError, OSError):
             raise self._death("the candidate's process closed its input") from None
 
@@ -240,6 +291,27 @@ class WorkerProcess:
         except (WorkerDied, subprocess.TimeoutExpired, OSError):
             pass
         self.kill()
+        shutil.rmtree(self.xfer, ignore_errors=True)
+
+
+def _transfer_folder(plan: SandboxPlan) -> Path:
+    """A fresh folder for large tensors (channel.py): `in/` written by the judge, `out/` by the worker.
+
+    In /dev/shm (memory) when it is there, else the temp folder; `out/` belongs to the worker's user.
+    """
+    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    for stale in Path(base).glob("kz-xfer-*-*"):  # left by a judge that was killed: it holds memory
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix=f"kz-xfer-{os.getpid()}-", dir=base))
+    root.chmod(0o711)
+    (root / "in").mkdir(mode=0o755)
+    (root / "in").chmod(0o755)
+    (root / "out").mkdir(mode=0o700)
+    if plan.uid is not None:
+        os.chown(root / "out", plan.uid, plan.gid)
+    return root
 
 
 @dataclass

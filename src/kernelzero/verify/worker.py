@@ -5,7 +5,8 @@ and decides the status. The worker imports the candidate (building its kernels),
 `ModelNew`, runs the forward calls the judge asks for on the inputs the judge sends, and sends back
 outputs as raw bytes. Commands arrive as pickles on stdin; replies leave as JSON + bytes on OUT_FD.
 
-Commands: `load` (import, construct, load the reference's weights), `run` (one forward, outputs and
+Commands: `import` (guards, then import the candidate: its builds), `load` (construct, load the
+reference's weights), `run` (one forward, outputs and
 inputs-after back), `time` (warm-up, timed calls over rotating input sets, last outputs back).
 """
 
@@ -54,13 +55,23 @@ class Worker:
         self.device = "cpu"
         self.log = None  # Triton interpreter LaunchLog on CPU
         self.guard = None  # padded_clone on CPU with the interpreter
+        self.module = None  # the imported candidate
+
+    def error_reply(self, exc: BaseException, stage: str) -> dict[str, Any]:
+        return {"ok": False, "status": classify(exc), "stage": stage,
+                "message": f"{type(exc).__name__}: {_tail(str(exc), 600)}", "log": _tail(traceback.format_exc())}
 
     def reply_error(self, exc: BaseException, stage: str) -> None:
-        send_msg(self.out, {"ok": False, "status": classify(exc), "stage": stage,
-                            "message": f"{type(exc).__name__}: {_tail(str(exc), 600)}",
-                            "log": _tail(traceback.format_exc())})  # fmt: skip
+        send_msg(self.out, self.error_reply(exc, stage))
 
-    def load(self, req: dict[str, Any]) -> None:
+    def import_candidate(self, req: dict[str, Any]) -> None:
+        """Install the guards and import the candidate (which builds its extensions); reply with the time.
+
+        The judge asks for this before it takes the GPU, so builds never hold a GPU.
+        """
+        send_msg(self.out, self._import(req))
+
+    def _import(self, req: dict[str, Any]) -> dict[str, Any]:
         from kernelzero.verify.guards import Guards
 
         self.device = req["device"]
@@ -69,6 +80,10 @@ class Worker:
 
             self.log = triton_interp.install_guards()
             self.guard = triton_interp.padded_clone
+        if self.device.startswith("cuda") and os.environ.get("KZ_BUILD_CACHE"):
+            from kernelzero.verify.cuda_build import install_cache_hook
+
+            install_cache_hook(os.environ["KZ_BUILD_CACHE"], os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kz"))
         self.guards = Guards()
         self.guards.install(req["interpret"])
         if self.device.startswith("cuda"):
@@ -80,17 +95,26 @@ class Worker:
             sys.modules["candidate"] = module
             spec.loader.exec_module(module)
         except SyntaxError as exc:
-            send_msg(self.out, {"ok": False, "status": "format_error", "stage": "load",
-                                "message": f"not valid Python: line {exc.lineno}: {exc.msg}", "log": ""})  # fmt: skip
-            return
+            return {"ok": False, "status": "format_error", "stage": "load",
+                    "message": f"not valid Python: line {exc.lineno}: {exc.msg}", "log": ""}  # fmt: skip
         except BaseException as exc:
-            return self.reply_error(exc, "build")
-        build_s = time.perf_counter() - start
+            return self.error_reply(exc, "build")
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
-            send_msg(self.out, {"ok": False, "status": "format_error", "stage": "load",
-                                "message": "the candidate defines no `class ModelNew(nn.Module)`", "log": ""})  # fmt: skip
-            return
+            return {"ok": False, "status": "format_error", "stage": "load",
+                    "message": "the candidate defines no `class ModelNew(nn.Module)`", "log": ""}  # fmt: skip
+        self.module = module
+        return {"ok": True, "build_s": time.perf_counter() - start}
+
+    def load(self, req: dict[str, Any]) -> None:
+        """Construct ModelNew (importing first unless `import` ran) and load the reference's weights."""
+        build_s = 0.0
+        if self.module is None:
+            reply = self._import(req)
+            if not reply["ok"]:
+                return send_msg(self.out, reply)
+            build_s = reply["build_s"]
+        cls = self.module.ModelNew
         start = time.perf_counter()
         try:
             torch.manual_seed(req["seed"])
@@ -219,8 +243,11 @@ def _fresh(x: Any, factor: float | None) -> Any:
 
 
 def main(argv: list[str]) -> int:
+    from kernelzero.verify.channel import use_out_dir
+
+    use_out_dir(os.environ.get("KZ_XFER_OUT"))
     worker = Worker(int(argv[0]))
-    handlers = {"load": worker.load, "run": worker.run, "time": worker.time, "gpu_compile": worker.gpu_compile}
+    handlers = {"import": worker.import_candidate, "load": worker.load, "run": worker.run, "time": worker.time, "gpu_compile": worker.gpu_compile}
     while True:
         req = recv_obj(0)
         if req["cmd"] == "exit":

@@ -1,0 +1,224 @@
+"""Benchmarks of the verification pool (issue 6/7): build times, throughput, GPU health after a crash.
+
+    python3 bench/service_bench.py builds --baseline 2 --fast 5         # cold load_inline vs the build recipe
+    python3 bench/service_bench.py throughput --seconds 300 --gpus 1    # mixed CUDA + Triton stream
+    python3 bench/service_bench.py probe                                # crash, then the next sample probes
+    (add --json FILE to keep the numbers; run from the repo root with PYTHONPATH=src on a GPU machine)
+
+Candidates are the hand-written fixtures in tests/kernels/correct (4 CUDA, 8 Triton) on kz-basic tasks
+at their bench sizes. Every CUDA sample is made distinct by a `// variant N` line at the top of its CUDA
+source, so every build is a cold build of a source never seen before (caches start empty: a fresh
+build cache and fresh worker Triton caches); Triton samples differ by a comment line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests" / "verify"))
+
+from fixtures import load_fixtures  # noqa: E402
+
+from kernelzero.verify import options_for  # noqa: E402
+
+
+def variant(source: str, backend: str, i: int) -> str:
+    if backend == "cuda":
+        return source.replace('r"""', f'r"""\n// variant {i}', 1)
+    return f"# variant {i}\n{source}"
+
+
+def correct_fixtures(backend: str | None = None):
+    return [f for f in load_fixtures() if f.path.parent.name == "correct" and (backend is None or f.backend == backend)]
+
+
+# ------------------------------------------------------------------------------------------- builds
+
+
+def bench_builds(args) -> dict:
+    import torch.utils.cpp_extension as ce
+
+    from kernelzero.verify.cuda_build import BuildCache, build_extension, toolchain
+    from kernelzero.verify.cuda_capture import capture_load_inline
+
+    cuda = correct_fixtures("cuda")
+    builds = []
+    for fx in cuda:
+        (b,) = capture_load_inline(str(fx.path), 120)
+        builds.append((fx.path.stem, b))
+    rows: list[dict] = []
+    work = Path(tempfile.mkdtemp(prefix="kz-buildbench-"))
+    for i in range(args.baseline):
+        name, b = builds[i % len(builds)]
+        src = tuple([f"// baseline variant {i}\n" + b.cuda_sources[0], *b.cuda_sources[1:]])
+        start = time.perf_counter()
+        ce.load_inline(b.name + f"_base{i}", list(b.cpp_sources), list(src), functions=list(b.functions or []) or None,
+                       extra_cflags=list(b.extra_cflags), extra_cuda_cflags=list(b.extra_cuda_cflags),
+                       build_directory=str(_fresh(work / f"base{i}")))  # fmt: skip
+        rows.append({"recipe": "torch load_inline", "candidate": name, "total": round(time.perf_counter() - start, 2)})
+        print(rows[-1], flush=True)
+    cache = BuildCache(work / "cache")
+    tools = toolchain()
+    # one-time: the precompiled header (made by the first build that needs it, reported separately)
+    from dataclasses import replace
+
+    name, b = builds[0]
+    warm = build_extension(replace(b, cuda_sources=("// pch warm-up\n" + b.cuda_sources[0], *b.cuda_sources[1:])),
+                           cache, tools=tools)  # fmt: skip
+    one_time = {"pch_s": warm.seconds.get("pch"), "first_build_s": warm.seconds.get("total")}
+    print("one-time", one_time, flush=True)
+    for i in range(args.fast):
+        name, b = builds[i % len(builds)]
+        b = replace(b, cuda_sources=(f"// fast variant {i}\n" + b.cuda_sources[0], *b.cuda_sources[1:]))
+        r = build_extension(b, cache, tools=tools)
+        rows.append({"recipe": "kernelzero", "candidate": name, "ok": r.ok, **r.seconds, "transforms": "+".join(r.transforms)})
+        print(rows[-1], flush=True)
+    for i in range(args.fast_plain):
+        name, b = builds[i % len(builds)]
+        b = replace(b, cuda_sources=(f"// plain variant {i}\n" + b.cuda_sources[0], *b.cuda_sources[1:]))
+        r = build_extension(b, cache, tools=tools, use_pch=False, light_headers=False)
+        rows.append({"recipe": "kernelzero, no pch/light", "candidate": name, "ok": r.ok, **r.seconds})
+        print(rows[-1], flush=True)
+    summary = {}
+    for recipe in sorted({r["recipe"] for r in rows}):
+        totals = [r["total"] for r in rows if r["recipe"] == recipe]
+        summary[recipe] = {"n": len(totals), "median_s": round(statistics.median(totals), 2), "max_s": max(totals)}
+    return {"rows": rows, "one_time": one_time, "summary": summary}
+
+
+def _fresh(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# ------------------------------------------------------------------------------------------- throughput
+
+
+_live_stats = None
+
+
+def requests(seconds: float, cuda_share: float, opts):
+    from kernelzero.service.pool import VerifyRequest
+    from kernelzero.verify.cuda_build import toolchain  # noqa: F401  (fail early if torch is missing)
+
+    cuda, triton = correct_fixtures("cuda"), correct_fixtures("triton")
+    tasks = {f.task_key: f.task() for f in cuda + triton}
+    deadline = time.monotonic() + seconds
+    n_cuda = n_triton = 0
+    for i in itertools.count():
+        if time.monotonic() > deadline:
+            return
+        use_cuda = n_cuda < cuda_share * (n_cuda + n_triton + 1)
+        fx = cuda[n_cuda % len(cuda)] if use_cuda else triton[n_triton % len(triton)]
+        n_cuda, n_triton = n_cuda + use_cuda, n_triton + (not use_cuda)
+        yield VerifyRequest(tasks[fx.task_key], variant(fx.source, fx.backend, i), fx.backend,
+                            fx.verify_options(**opts), tag=(fx.name, i))  # fmt: skip
+
+
+def bench_throughput(args) -> dict:
+    from kernelzero.service.pool import PoolStats, verify_many
+
+    cache = tempfile.mkdtemp(prefix="kz-builds-", dir="/var/tmp" if os.geteuid() == 0 else None)
+    baselines = tempfile.mkdtemp(prefix="kz-baselines-")
+    opts = {"baselines_dir": baselines}
+    global _live_stats
+    stats = _live_stats = PoolStats()
+    statuses: dict[str, int] = {}
+    per_backend: dict[str, list[float]] = {"cuda": [], "triton": []}
+    gpus = list(range(args.gpus))
+    timings: dict[str, dict[int, list[float]]] = {}
+    stages: dict[str, list[float]] = {}
+    for req, verdict in verify_many(requests(args.seconds, args.cuda_share, opts), store=None, gpus=gpus,
+                                    per_gpu=args.per_gpu, build_jobs=args.build_jobs, build_cache=cache, stats=stats):  # fmt: skip
+        statuses[verdict.status] = statuses.get(verdict.status, 0) + 1
+        per_backend[req.backend].append(verdict.stage_seconds.get("total", 0.0))
+        for stage, sec in verdict.stage_seconds.items():
+            stages.setdefault(f"{req.backend}:{stage}", []).append(sec)
+        if verdict.status == "correct" and verdict.timing:
+            timings.setdefault(req.tag[0], {}).setdefault(f"gpu{_gpu_of(verdict)}", []).append(verdict.timing.median_ms)
+        if verdict.status != "correct":
+            print("not correct:", req.tag, verdict.status, verdict.message[:200], flush=True)
+        if stats.samples % 20 == 0:
+            print(json.dumps(stats.summary()), flush=True)
+    out = stats.summary()
+    out.update(statuses=statuses, gpus_asked=args.gpus, per_gpu=args.per_gpu, seconds=args.seconds,
+               latency_median_s={k: round(statistics.median(v), 1) for k, v in per_backend.items() if v},
+               stage_median_s={k: round(statistics.median(v), 3) for k, v in sorted(stages.items())},
+               timing_by_gpu={k: {g: [round(statistics.median(t), 4), round(min(t), 4), round(max(t), 4), len(t)]
+                                  for g, t in v.items()} for k, v in timings.items()})  # fmt: skip
+    return out
+
+
+def _gpu_of(verdict) -> str:
+    return next((n.split("=", 1)[1] for n in verdict.notes if n.startswith("gpu=")), "?")
+
+
+# ------------------------------------------------------------------------------------------- probe
+
+
+def bench_probe(args) -> dict:
+    from kernelzero.service.pool import PoolStats, VerifyRequest, verify_many
+
+    oob = next(f for f in load_fixtures() if f.path.stem == "cuda_leaky_relu_oob_write")
+    good = next(f for f in correct_fixtures("triton") if f.path.stem == "triton_leaky_relu")
+    stats = PoolStats()
+    out = {}
+    # one after the other: the crash first, then a sample on the same GPU, whose judge must probe it
+    for req in (VerifyRequest(oob.task(), oob.source, "cuda", oob.verify_options(), tag="oob"),
+                VerifyRequest(good.task(), good.source, "triton", good.verify_options(), tag="after")):  # fmt: skip
+        for req, verdict in verify_many([req], gpus=[0], per_gpu=1, stats=stats):
+            out[req.tag] = {"status": verdict.status, "message": verdict.message[:200], "notes": list(verdict.notes),
+                            "stage_seconds": verdict.stage_seconds}  # fmt: skip
+            print(req.tag, out[req.tag], flush=True)
+    out["pool"] = stats.summary()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("builds")
+    b.add_argument("--baseline", type=int, default=2)
+    b.add_argument("--fast", type=int, default=5)
+    b.add_argument("--fast-plain", type=int, default=0)
+    t = sub.add_parser("throughput")
+    t.add_argument("--seconds", type=float, default=300)
+    t.add_argument("--gpus", type=int, default=1)
+    t.add_argument("--per-gpu", type=int, default=3)
+    t.add_argument("--build-jobs", type=int, default=None)
+    t.add_argument("--cuda-share", type=float, default=0.5)
+    sub.add_parser("probe")
+    for p in (b, t, sub.choices["probe"]):
+        p.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    import faulthandler
+    import threading
+
+    faulthandler.dump_traceback_later(float(os.environ.get("KZ_BENCH_DUMP_S", "1e9")), repeat=False)
+    if args.cmd == "throughput":
+        def progress() -> None:
+            while True:
+                time.sleep(30)
+                print("progress", json.dumps(_live_stats.summary()) if _live_stats else "-", flush=True)
+
+        threading.Thread(target=progress, daemon=True).start()
+    result = {"builds": bench_builds, "throughput": bench_throughput, "probe": bench_probe}[args.cmd](args)
+    text = json.dumps(result, indent=1, default=str)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The pool's measurements on any GPU machine, one command (repo root; results under ${OUT:-bench/out}):
+#   bash bench/service_session.sh [builds] [probe] [tp1] [tp2] [channel]
+# builds: cold load_inline vs the build recipe; probe: crash then health probe; tp1/tp2: 300 s mixed
+# CUDA + Triton stream on 1 GPU (16 cores) / on 2 GPUs; channel: judge <-> worker transfer of 400 MB.
+set -uo pipefail
+export PYTHONPATH=src PYTHONUNBUFFERED=1
+out="${OUT:-bench/out}"; mkdir -p "$out"
+nvidia-smi -L; nproc
+for step in "$@"; do
+  case "$step" in
+    builds) python3 bench/service_bench.py builds --baseline 2 --fast 6 --fast-plain 1 --json "$out/builds.json" > "$out/builds.log" 2>&1 ;;
+    probe) python3 bench/service_bench.py probe --json "$out/probe.json" > "$out/probe.log" 2>&1 ;;
+    tp1) taskset -c 0-15 python3 bench/service_bench.py throughput --seconds 300 --gpus 1 --json "$out/tp1.json" > "$out/tp1.log" 2>&1 ;;
+    tp2) python3 bench/service_bench.py throughput --seconds 300 --gpus 2 --json "$out/tp2.json" > "$out/tp2.log" 2>&1 ;;
+    channel) python3 bench/channel_bench.py | tee "$out/channel.log" ;;
+  esac
+  tail -c 1500 "$out/$step.log" 2>/dev/null
+done

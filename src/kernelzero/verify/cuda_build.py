@@ -1,0 +1,430 @@
+"""Fast, cached builds of `load_inline` extensions: the build stage of the verification pool.
+
+What: `build_extension(build, cache)` compiles one `load_inline` call (an `InlineBuild`, as captured by
+`cuda_capture`) into a shared library the way torch would, and keeps it in a `BuildCache` keyed on
+everything that decides the bytes of the library. `prebuild(source, cache)` captures a candidate's
+calls (in a sandboxed child, see cuda_capture.py) and builds each, so a GPU runner only imports.
+`install_cache_hook(cache_dir)` runs in the candidate's worker, before the candidate imports: its
+`load_inline` then loads a library from the cache when one was built for exactly its arguments, and
+otherwise builds privately with the same recipe (or falls back to torch's own `load_inline`).
+
+What the recipe changes against torch's `load_inline`, and why each change keeps the meaning:
+
+| change | why the library means the same |
+|---|---|
+| same generated files | `main.cpp` (the `torch/extension.h` include, the C++ sources, the pybind11 bindings) and `cuda.cu` (torch's three-line prelude, the CUDA sources) are written as torch writes them (`cuda_source.inline_files`) |
+| same flags | the ninja file is written by torch's own writer (`_write_ninja_file_to_build_library`) with torch's linker flags, so defines, includes, `-std`, arch flags and `-O` levels are torch's |
+| own build folder per build | no lock on torch's shared extensions folder, so builds never wait on each other; the folder name does not reach the compiler |
+| a precompiled `torch/extension.h` for main.cpp | built once per set of C++ flags with exactly those flags (minus `-DTORCH_EXTENSION_NAME`, which the header does not use) and found through an extra `-I` folder holding only the `.gch`; GCC checks the flags itself and parses the real header when they differ (`-Winvalid-pch` says so in the log) |
+| `#include <torch/extension.h>` dropped from `cuda.cu` | torch's prelude already includes `torch/types.h` (tensors, ATen ops, factories); `extension.h` adds the Python bindings and the C++ frontend (nn, optim, data), which kernels and launchers rarely use. If the lighter file does not compile, the file as written is compiled and its result stands, so a source never changes from failing to passing or the other way round. Risk: an overload declared only in the frontend headers that would have been preferred over an ATen one; we know of none for the names launchers use |
+| the build cache | keyed on the recipe version, the build's arguments, torch/CUDA/compiler versions and the arch list: a hit is what a fresh build of the same input would produce |
+
+Not changed: the CUDA compile itself (nvcc's own stages), host and device `-O` levels, the link.
+Protected: the cache is written only by trusted code (`prebuild`, run by the pool); the worker's private
+builds go to its own folder. A worker running as root on a machine without a user drop could still
+write the cache folder (see README, the trust model).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kernelzero.verify.cuda_capture import InlineBuild, _read_bounded, _recorded, _run_group
+
+RECIPE = "kz-build-1"  # bump when the recipe changes: old cache entries are then never used
+EXTENSION_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][ \t]*$", re.M)
+
+
+class BuildError(RuntimeError):
+    """A build that failed; the message starts like torch's ("Error building extension ...")."""
+
+
+@dataclass
+class BuildResult:
+    """One build: where the library is, how long each stage took, what changed."""
+
+    key: str
+    ok: bool
+    library: str = ""  # path of the .so ('' when the build failed)
+    cached: bool = False  # answered from the cache
+    seconds: dict[str, float] = field(default_factory=dict)  # total, main.cpp, cuda.cu, link, pch
+    transforms: tuple[str, ...] = ()  # which of the recipe's changes applied
+    log: str = ""  # compiler output (failed builds; warnings otherwise)
+
+
+# ------------------------------------------------------------------------------------------- keys
+
+
+def default_cache_dir() -> Path:
+    """The shared build cache: the user's cache folder, or a world-readable one for root (whose sandboxed
+    workers run as another user and must read it)."""
+    if os.environ.get("KZ_BUILD_CACHE"):
+        return Path(os.environ["KZ_BUILD_CACHE"])
+    if os.geteuid() == 0:
+        return Path("/var/tmp/kernelzero/builds")
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernelzero" / "builds"
+
+
+def ensure_readable(root: Path) -> Path:
+    """Create the cache folder; as root, readable (not writable) by the sandbox user."""
+    root.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        for folder in [root, *root.parents]:
+            if str(folder) in ("/", "/var", "/var/tmp", "/tmp"):
+                break
+            folder.chmod(folder.stat().st_mode | 0o755)
+    return root
+
+
+def _tool_version(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "absent"
+    return " | ".join(line for line in out.strip().splitlines() if line.strip()) or "unknown"
+
+
+def toolchain() -> dict[str, str]:
+    """What a library's bytes depend on besides its sources: versions and the arch list."""
+    import torch
+    from torch.utils import cpp_extension as ce
+
+    nvcc = str(Path(ce.CUDA_HOME, "bin", "nvcc")) if ce.CUDA_HOME else "nvcc"
+    return {
+        "recipe": RECIPE, "torch": torch.__version__, "cuda": str(torch.version.cuda),
+        "nvcc": _tool_version([nvcc, "--version"]), "cxx": _tool_version([os.environ.get("CXX", "c++"), "--version"]).split(" | ")[0],
+        "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", "") or _arch_list(), "python": sys.version.split()[0],
+        "abi": str(torch._C._GLIBCXX_USE_CXX11_ABI),
+    }  # fmt: skip
+
+
+def _arch_list() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return ";".join(sorted({"%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}))
+    return "9.0"
+
+
+def build_key(build: InlineBuild, tools: dict[str, str]) -> str:
+    """Same key for calls that build the same library (`with_cuda=None` means: are there CUDA sources)."""
+    fields = asdict(build)
+    fields["with_cuda"] = build.with_cuda if build.with_cuda is not None else bool(build.cuda_sources)
+    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+    blob = json.dumps({"build": fields, "tools": tools}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------- cache
+
+
+class BuildCache:
+    """Libraries by key: `root/<key[:2]>/<key>/<name>.so` plus `meta.json`; entries appear atomically."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root else default_cache_dir()
+
+    def entry(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    def get(self, key: str) -> Path | None:
+        meta = self.entry(key) / "meta.json"
+        if not meta.exists():
+            return None
+        lib = self.entry(key) / json.loads(meta.read_text())["library"]
+        return lib if lib.exists() else None
+
+    def put(self, key: str, library: Path, meta: dict) -> Path:
+        final = self.entry(key)
+        if (final / "meta.json").exists():
+            return final / library.name
+        final.parent.mkdir(parents=True, exist_ok=True)
+        final.parent.chmod(0o755)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+        tmp.chmod(0o755)
+        shutil.copy2(library, tmp / library.name)
+        (tmp / "meta.json").write_text(json.dumps({**meta, "library": library.name}))
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another writer won the race: theirs stands
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final / library.name
+
+    def export(self, keys: list[str]) -> dict[str, bytes]:
+        """{key: a tar of the entry} for shipping built libraries to another machine (Ray)."""
+        import io
+        import tarfile
+
+        out = {}
+        for key in keys:
+            if self.get(key) is None:
+                continue
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(self.entry(key), arcname=key)
+            out[key] = buf.getvalue()
+        return out
+
+    def install(self, artifacts: dict[str, bytes]) -> None:
+        """Unpack `export`ed entries (each a folder named by its key, plain files only)."""
+        import io
+        import tarfile
+
+        for key, blob in artifacts.items():
+            if self.get(key) is not None:
+                continue
+            self.entry(key).parent.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+                members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith(key + "/")
+                           and ".." not in m.name and m.name.count("/") == 1]  # fmt: skip
+                tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.entry(key).parent))
+                tmp.chmod(0o755)  # the sandboxed worker (another user) reads it
+                for m in members:
+                    target = tmp / Path(m.name).name
+                    target.write_bytes(tar.extractfile(m).read())
+                    target.chmod(0o755 if target.suffix == ".so" else 0o644)
+            try:
+                os.rename(tmp, self.entry(key))
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def prebuild_artifacts(source: str, timeout_s: float = 600.0) -> dict[str, bytes]:
+    """Capture and build a candidate's extensions in a temporary cache; return them for `install_artifacts`."""
+    with tempfile.TemporaryDirectory(prefix="kz-prebuild-") as tmp:
+        cache = BuildCache(tmp)
+        results = prebuild(source, cache, timeout_s=timeout_s)
+        return cache.export([r.key for r in results if r.ok])
+
+
+def install_artifacts(artifacts: dict[str, bytes], cache_dir: str | Path) -> None:
+    BuildCache(cache_dir).install(artifacts)
+
+
+# ------------------------------------------------------------------------------------------- builds
+
+
+def _ninja_text(build: InlineBuild, folder: Path, sources: list[Path], with_cuda: bool) -> str:
+    """The ninja file torch would write for this build (torch's own writer and linker flags)."""
+    from torch.utils import cpp_extension as ce
+
+    ld_params = inspect.signature(ce._prepare_ldflags).parameters
+    ld_wanted = dict(extra_ldflags=list(build.extra_ldflags), with_cuda=with_cuda, with_sycl=False, verbose=False,
+                     is_standalone=False)  # fmt: skip
+    ldflags = ce._prepare_ldflags(**{k: v for k, v in ld_wanted.items() if k in ld_params})
+    wanted = dict(path=str(folder / "build.ninja"), name=build.name, sources=[str(s) for s in sources],
+                  extra_cflags=list(build.extra_cflags), extra_cuda_cflags=list(build.extra_cuda_cflags),
+                  extra_sycl_cflags=[], extra_ldflags=ldflags, extra_include_paths=list(build.extra_include_paths),
+                  with_cuda=with_cuda, with_sycl=False, is_standalone=False)  # fmt: skip
+    params = inspect.signature(ce._write_ninja_file_to_build_library).parameters
+    ce._write_ninja_file_to_build_library(**{k: v for k, v in wanted.items() if k in params})
+    return (folder / "build.ninja").read_text()
+
+
+def _ninja_var(text: str, name: str) -> str:
+    match = re.search(rf"^{name} = (.*)$", text, re.M)
+    return match.group(1) if match else ""
+
+
+def _pch(cache_root: Path, cxx: str, cflags: str, post_cflags: str, timeout_s: float,
+         may_build: bool = True) -> tuple[Path | None, float]:  # fmt: skip
+    """A folder holding `torch/extension.h.gch` built with these flags; built once (None while another builds it)."""
+    from torch.utils import cpp_extension as ce
+
+    flags = [f for f in shlex.split(cflags) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    post = shlex.split(post_cflags)
+    folder = cache_root / "pch" / hashlib.sha256(json.dumps([cxx, flags, post, RECIPE]).encode()).hexdigest()[:24]
+    gch = folder / "torch" / "extension.h.gch"
+    if gch.exists():
+        return folder, 0.0
+    if not may_build:
+        return None, 0.0
+    (folder / "torch").mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None, 0.0  # another build makes it now: do not wait for it
+        if gch.exists():
+            return folder, 0.0
+        header = Path(ce.include_paths()[0]) / "torch" / "extension.h"
+        tmp = gch.with_suffix(f".tmp{os.getpid()}")
+        start = time.perf_counter()
+        argv = [cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp), *post]
+        done = subprocess.run(argv, capture_output=True, timeout=timeout_s)
+        if done.returncode == 0:
+            os.replace(tmp, gch)
+            return folder, time.perf_counter() - start
+        tmp.unlink(missing_ok=True)
+        return None, time.perf_counter() - start
+
+
+def lighten(cuda_text: str) -> str:
+    """`cuda.cu` without its `#include <torch/extension.h>` lines (each becomes a comment: line numbers stay)."""
+    return EXTENSION_INCLUDE.sub("// include of torch/extension.h dropped by kernelzero (cuda_build.py)", cuda_text)
+
+
+def _stage_seconds(folder: Path) -> dict[str, float]:
+    """Per-target wall seconds from ninja's log."""
+    out = {}
+    log = folder / ".ninja_log"
+    if not log.exists():
+        return out
+    for line in log.read_text().splitlines()[1:]:
+        parts = line.split("\t")
+        if len(parts) >= 4:
+            target = parts[3]
+            label = "cuda.cu" if target.endswith(".cuda.o") else "main.cpp" if target.endswith("main.o") else "link"
+            out[label] = round((int(parts[1]) - int(parts[0])) / 1e3, 3)
+    return out
+
+
+def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float = 600.0, use_pch: bool = True,
+                    light_headers: bool = True, tools: dict | None = None, pch_root: Path | None = None,
+                    build_pch: bool = True) -> BuildResult:  # fmt: skip
+    """Build one extension into `cache` (or find it there). Never raises for a failed compile.
+
+    The precompiled header lives under `pch_root` (default: the cache's root); `build_pch=False` only
+    uses one that exists.
+    """
+    from kernelzero.verify.cuda_source import inline_files
+
+    tools = tools or toolchain()
+    key = build_key(build, tools)
+    start = time.perf_counter()
+    hit = cache.get(key)
+    if hit is not None:
+        return BuildResult(key, True, str(hit), cached=True, seconds={"total": round(time.perf_counter() - start, 3)})
+    with_cuda = build.with_cuda if build.with_cuda is not None else bool(build.cuda_sources)
+    seconds: dict[str, float] = {}
+    transforms: list[str] = []
+    cache.root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kz-build-", dir=cache.root) as tmp:
+        folder = Path(tmp)
+        files = inline_files(build)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        cuda_text = files.get("cuda.cu", "")
+        if light_headers and cuda_text and not build.no_implicit_headers and EXTENSION_INCLUDE.search(cuda_text):
+            (folder / "cuda.cu").write_text(lighten(cuda_text))
+            transforms.append("light-headers")
+        sources = [folder / "main.cpp"] + ([folder / "cuda.cu"] if "cuda.cu" in files else [])
+        text = _ninja_text(build, folder, sources, with_cuda)
+        if use_pch and not build.no_implicit_headers:
+            cxx = _ninja_var(text, "cxx") or "c++"
+            pch, pch_s = _pch(pch_root or cache.root, cxx, _ninja_var(text, "cflags"), _ninja_var(text, "post_cflags"),
+                              timeout_s, may_build=build_pch)  # fmt: skip
+            if pch_s:
+                seconds["pch"] = round(pch_s, 3)
+            if pch is not None:
+                text = re.sub(r"^cflags = ", f"cflags = -I{shlex.quote(str(pch))} -Winvalid-pch ", text, count=1, flags=re.M)
+                (folder / "build.ninja").write_text(text)
+                transforms.append("pch")
+        env = {**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", "2")}
+        log = folder / "ninja.log"
+        remaining = timeout_s - (time.perf_counter() - start)
+        (code,), timed_out = _run_group([(["ninja", "-v", "-j", "4", "-C", str(folder)], log)], folder, env, remaining)
+        if code != 0 and not timed_out and "light-headers" in transforms and not any(folder.glob("*.cuda.o")):
+            (folder / "cuda.cu").write_text(cuda_text)  # the file as written decides
+            transforms.remove("light-headers")
+            transforms.append("light-headers-fell-back")
+            remaining = timeout_s - (time.perf_counter() - start)
+            (code,), timed_out = _run_group([(["ninja", "-v", "-j", "4", "-C", str(folder)], log)], folder, env, remaining)
+        seconds.update(_stage_seconds(folder))
+        seconds["total"] = round(time.perf_counter() - start, 3)
+        output = _read_bounded(log)
+        library = folder / f"{build.name}.so"
+        if code != 0 or not library.exists():
+            why = f"timed out after {timeout_s:.0f} s" if timed_out else f"ninja exited with {code}"
+            return BuildResult(key, False, seconds=seconds, transforms=tuple(transforms), log=f"{why}\n{output}")
+        final = cache.put(key, library, {"name": build.name, "seconds": seconds, "transforms": transforms})
+    return BuildResult(key, True, str(final), seconds=seconds, transforms=tuple(transforms),
+                       log=output if "warning" in output else "")  # fmt: skip
+
+
+def prebuild(source: str, cache: BuildCache, *, timeout_s: float = 600.0, user: str = "nobody",
+             isolate_network: bool = True, **kwargs) -> list[BuildResult]:  # fmt: skip
+    """Capture a candidate's `load_inline` calls (sandboxed child) and build each into `cache`.
+
+    Returns [] when the candidate cannot be imported far enough (its verification says why).
+    """
+    from kernelzero.verify.cuda_capture import CaptureError, capture_load_inline
+    from kernelzero.verify.sandbox import plan_sandbox
+
+    with tempfile.TemporaryDirectory(prefix="kz-capture-") as tmp:
+        path = Path(tmp, "candidate.py")
+        path.write_text(source)
+        try:
+            builds = capture_load_inline(str(path), min(timeout_s, 120.0), plan_sandbox(user, isolate_network))
+        except CaptureError:
+            return []
+    tools = toolchain()
+    return [build_extension(b, cache, timeout_s=timeout_s, tools=tools, **kwargs) for b in builds]
+
+
+# ------------------------------------------------------------------------------------------- worker side
+
+
+def load_library(name: str, library: str | Path):
+    """Import a built extension module from its file, as torch's loader does."""
+    spec = importlib.util.spec_from_file_location(name, str(library),
+                                                  loader=importlib.machinery.ExtensionFileLoader(name, str(library)))  # fmt: skip
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def install_cache_hook(cache_dir: str | Path, private_dir: str | Path) -> None:
+    """Make `load_inline` use prebuilt libraries from `cache_dir`, else build into `private_dir`.
+
+    Runs in the candidate's worker before the candidate imports (and before the guards wrap `load_inline`).
+    """
+    import torch.utils.cpp_extension as ce
+
+    original = ce.load_inline
+    shared = BuildCache(cache_dir)
+    private = BuildCache(private_dir)
+    signature = inspect.signature(original)
+    tools_memo: dict = {}
+
+    def load_inline(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        unsupported = [k for k in ("sycl_sources", "build_directory", "is_python_module", "keep_intermediates")
+                       if k in arguments and arguments[k] not in (None, [], False, True)]  # fmt: skip
+        if unsupported or arguments.get("is_python_module") is False:
+            return original(*args, **kwargs)
+        try:
+            build = InlineBuild(**{k: tuple(v) if isinstance(v, list) else v for k, v in _recorded(arguments).items()})
+            if "t" not in tools_memo:
+                tools_memo["t"] = toolchain()
+            tools = tools_memo["t"]
+            key = build_key(build, tools)
+        except Exception:  # an argument torch would reject: let torch say so
+            return original(*args, **kwargs)
+        lib = shared.get(key)
+        if lib is None:
+            result = build_extension(build, private, tools=tools, pch_root=shared.root, build_pch=False)
+            if not result.ok:
+                raise BuildError(f"Error building extension '{build.name}':\n{result.log[-6000:]}")
+            lib = Path(result.library)
+        return load_library(build.name, lib)
+
+    ce.load_inline = load_inline

@@ -1,0 +1,160 @@
+"""Faults of the local pool and the GPU lease, on the CPU: a runner (judge process) killed mid-job,
+the lease's mutual exclusion and its health probe after a crash."""
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelzero.service.pool import PoolStats, VerifyRequest, verify_many
+from kernelzero.service.probe import probe_gpu
+from kernelzero.tasks import load_suite, resize, select
+from kernelzero.verify import options_for
+from procs import cmdline, process_tree
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+def _request(tag=0) -> VerifyRequest:
+    (task,) = select(load_suite("kz-basic").tasks, names=["level1/21_GELU"])
+    good = (KERNELS / "correct" / "triton_gelu.py").read_text()
+    return VerifyRequest(resize(task, preset="smoke"), good, "triton", options_for(compile_check=False), tag=tag)
+
+
+def _judges() -> list[int]:
+    """Pids of this process's children that are verification judges (`kernelzero.verify.launch`)."""
+    return [pid for pid, parent in process_tree().items()
+            if parent == os.getpid() and "kernelzero.verify.launch" in cmdline(pid)]  # fmt: skip
+
+
+def _killer(times: int, seen: set, stop: threading.Event) -> None:
+    """Kill the first `times` judges that appear (each once)."""
+    killed = 0
+    while killed < times and not stop.is_set():
+        for pid in _judges():
+            if pid not in seen:
+                seen.add(pid)
+                time.sleep(0.5)  # mid-job: it has started its worker
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                killed += 1
+                break
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("kills,status", [(1, "correct"), (2, "crash")])
+def test_runner_killed_mid_job_is_retried_once_then_crash(kills, status):
+    before = set(_judges())
+    stop = threading.Event()
+    thread = threading.Thread(target=_killer, args=(kills, before, stop), daemon=True)
+    thread.start()
+    stats = PoolStats()
+    try:
+        ((_, verdict),) = list(verify_many([_request()], jobs=1, stats=stats))
+    finally:
+        stop.set()
+        thread.join(10)
+    assert stats.retries == 1
+    assert verdict.status == status, verdict.message
+    if status == "correct":
+        assert any("retried once" in n for n in verdict.notes)
+    else:
+        assert verdict.stage == "runner" and "died twice" in verdict.message
+
+
+def _hold(lock_dir: str, uuid: str, seconds: float, ready) -> None:
+    os.environ["KZ_GPU_LOCK_DIR"] = lock_dir
+    import importlib
+
+    import kernelzero.verify.lease as lease
+
+    importlib.reload(lease)
+    with lease.gpu_lease(uuid):
+        ready.set()
+        time.sleep(seconds)
+
+
+def test_lease_is_exclusive_across_processes_and_reentrant_within_one(tmp_path, monkeypatch):
+    import kernelzero.verify.lease as lease
+
+    monkeypatch.setattr(lease, "LOCK_DIR", tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold, args=(str(tmp_path), "gpu-x", 2.0, ready))
+    holder.start()
+    assert ready.wait(60)
+    with lease.gpu_lease("gpu-x") as waited:
+        assert waited > 1.0  # blocked until the other process let go
+        with lease.gpu_lease("gpu-x") as again:  # the stricter second verification runs inside the first
+            assert again == 0.0
+    holder.join(30)
+
+
+def test_a_crash_makes_the_next_holder_probe_and_a_failed_probe_refuses_the_gpu(tmp_path, monkeypatch):
+    import kernelzero.verify.lease as lease
+
+    monkeypatch.setattr(lease, "LOCK_DIR", tmp_path)
+    with lease.gpu_lease("gpu-y"):
+        pass  # no marker: no probe
+    assert lease.probe_log == []
+    with lease.gpu_lease("gpu-y"):
+        lease.mark_suspect("gpu-y")
+    with pytest.raises(lease.GpuUnhealthy):  # the probe needs a GPU; this machine has none
+        with lease.gpu_lease("gpu-y"):
+            pass
+    assert lease.probe_log and lease.probe_log[-1][0] is False
+    assert lease.suspect_path("gpu-y").exists()  # stays suspect until a probe passes
+
+
+def test_probe_runs_in_a_fresh_process_and_reports_failures():
+    ok = probe_gpu(None, device="cpu")
+    assert ok.ok and ok.message == ""
+    bad = probe_gpu(None, device="no-such-device")
+    assert not bad.ok and "exited" in bad.message
+
+
+def test_thread_safe_sandbox_argv_drops_inside_the_new_namespace():
+    from kernelzero.verify.sandbox import SandboxPlan, thread_safe_argv
+
+    argv, kwargs = thread_safe_argv(["python3", "-c", "pass"], SandboxPlan(65534, 65534, True, []))
+    if argv[0].endswith("unshare"):  # root creates the namespace, then unshare itself drops to the user
+        assert argv[1:6] == ["--net", "--setgid", "65534", "--setuid", "65534"] and kwargs == {}
+    argv, kwargs = thread_safe_argv(["python3"], SandboxPlan(65534, 65534, False, []))
+    assert argv == ["python3"] and kwargs == {"user": 65534, "group": 65534, "extra_groups": []}
+
+
+def test_gpu_lanes_go_to_the_least_loaded_healthy_gpu_and_block_when_full():
+    from kernelzero.service.pool import LocalPool
+
+    pool = LocalPool(gpus=[0, 1], per_gpu=2, build_jobs=1)
+    assert pool.slots == 1 + 2 * 2
+    taken = [pool._take_gpu() for _ in range(3)]
+    assert sorted(taken) == [0, 0, 1] or sorted(taken) == [0, 1, 1]
+    assert pool._take_gpu() in (0, 1)  # the fourth fills both GPUs
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(pool._take_gpu()))
+    waiter.start()
+    time.sleep(0.3)
+    assert got == []  # every lane is full: it waits
+    pool._give_gpu(1)
+    waiter.join(5)
+    assert got == [1]
+    pool.stats.unhealthy.update({0, 1})
+    assert pool._take_gpu() is None  # no healthy GPU left: the caller reports crash at stage runner
+
+
+def test_verdicts_about_the_runner_are_not_stored(tmp_path):
+    from kernelzero.service.store import VerdictStore
+    from kernelzero.types import Verdict
+
+    store = VerdictStore(tmp_path / "v.sqlite")
+    v = Verdict(status="crash", task="t", task_hash="h", candidate_hash="c", backend="cuda", profile="default",
+                device="cpu", stage="runner")  # fmt: skip
+    store.put("k", v)
+    assert store.get("k") is None
