@@ -138,12 +138,17 @@ def bench_throughput(args) -> dict:
     gpus = list(range(args.gpus))
     timings: dict[str, dict[int, list[float]]] = {}
     stages: dict[str, list[float]] = {}
+    leases: dict[str, list[tuple[float, float]]] = {}
     for req, verdict in verify_many(requests(args.seconds, args.cuda_share, opts), store=None, gpus=gpus,
                                     per_gpu=args.per_gpu, build_jobs=args.build_jobs, build_cache=cache, stats=stats):  # fmt: skip
         statuses[verdict.status] = statuses.get(verdict.status, 0) + 1
         per_backend[req.backend].append(verdict.stage_seconds.get("total", 0.0))
         for stage, sec in verdict.stage_seconds.items():
-            stages.setdefault(f"{req.backend}:{stage}", []).append(sec)
+            if stage != "gpu_lease_at":
+                stages.setdefault(f"{req.backend}:{stage}", []).append(sec)
+        at = verdict.stage_seconds.get("gpu_lease_at")
+        if at is not None:
+            leases.setdefault(_gpu_of(verdict), []).append((at, at + verdict.stage_seconds.get("gpu_lease", 0.0)))
         if verdict.status == "correct" and verdict.timing:
             timings.setdefault(req.tag[0], {}).setdefault(f"gpu{_gpu_of(verdict)}", []).append(verdict.timing.median_ms)
         if verdict.status != "correct":
@@ -151,11 +156,20 @@ def bench_throughput(args) -> dict:
         if stats.samples % 20 == 0:
             print(json.dumps(stats.summary()), flush=True)
     out = stats.summary()
-    out.update(statuses=statuses, gpus_asked=args.gpus, per_gpu=args.per_gpu, seconds=args.seconds,
+    out.update(lease_overlaps=overlaps(leases), statuses=statuses, gpus_asked=args.gpus, per_gpu=args.per_gpu, seconds=args.seconds,
                latency_median_s={k: round(statistics.median(v), 1) for k, v in per_backend.items() if v},
                stage_median_s={k: round(statistics.median(v), 3) for k, v in sorted(stages.items())},
                timing_by_gpu={k: {g: [round(statistics.median(t), 4), round(min(t), 4), round(max(t), 4), len(t)]
                                   for g, t in v.items()} for k, v in timings.items()})  # fmt: skip
+    return out
+
+
+def overlaps(leases: dict[str, list[tuple[float, float]]]) -> dict[str, int]:
+    """Per GPU: how many samples held its lease while another sample held it (must be 0)."""
+    out = {}
+    for gpu, spans in leases.items():
+        spans = sorted(spans)
+        out[gpu] = sum(1 for (_, end), (start, _) in zip(spans, spans[1:]) if start < end - 0.01)
     return out
 
 

@@ -152,11 +152,12 @@ class Judge:
                 return self._with_lease(private, worker, started)
             from kernelzero.verify.lease import GpuUnhealthy, gpu_lease, mark_suspect, probe_log
 
-            torch.cuda.init()
+            torch.zeros(1, device="cuda")  # create the CUDA context before taking the GPU
             try:
                 with gpu_lease() as waited:
                     held = time.perf_counter()
                     self.stage_s["gpu_wait"] = round(waited, 4)
+                    self.stage_s["gpu_lease_at"] = round(time.time(), 3)  # wall clock, to check leases never overlap
                     if probe_log:
                         self.notes.append(f"the GPU passed a health probe after an earlier crash ({probe_log[-1][1]:.1f} s)")
                     try:

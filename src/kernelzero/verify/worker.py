@@ -88,6 +88,7 @@ class Worker:
         self.guards.install(req["interpret"])
         if self.device.startswith("cuda"):
             torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
+            torch.zeros(1, device=self.device)  # the CUDA context, made before the judge takes the GPU
         start = time.perf_counter()
         try:
             spec = importlib.util.spec_from_file_location("candidate", req["path"])
