@@ -29,7 +29,6 @@ sys.path.insert(0, str(ROOT / "tests" / "verify"))
 
 from fixtures import load_fixtures  # noqa: E402
 
-from kernelzero.verify import options_for  # noqa: E402
 
 
 def variant(source: str, backend: str, i: int) -> str:
@@ -45,60 +44,58 @@ def correct_fixtures(backend: str | None = None):
 # ------------------------------------------------------------------------------------------- builds
 
 
+def _distinct(build, tag: str):
+    """The build with a comment line leading its first CUDA source: a source no cache has seen."""
+    from dataclasses import replace
+
+    return replace(build, cuda_sources=(f"// {tag}\n" + build.cuda_sources[0], *build.cuda_sources[1:]))
+
+
 def bench_builds(args) -> dict:
     import torch.utils.cpp_extension as ce
 
-    from kernelzero.verify.cuda_build import BuildCache, build_extension, toolchain
+    from kernelzero.verify.build_cache import BuildCache
+    from kernelzero.verify.cuda_build import build_extension, toolchain
     from kernelzero.verify.cuda_capture import capture_load_inline
 
-    cuda = correct_fixtures("cuda")
     builds = []
-    for fx in cuda:
+    for fx in correct_fixtures("cuda"):
         (b,) = capture_load_inline(str(fx.path), 120)
         builds.append((fx.path.stem, b))
     rows: list[dict] = []
     work = Path(tempfile.mkdtemp(prefix="kz-buildbench-"))
+
+    def record(row: dict) -> None:
+        rows.append(row)
+        print(row, flush=True)
+
     for i in range(args.baseline):
         name, b = builds[i % len(builds)]
-        src = tuple([f"// baseline variant {i}\n" + b.cuda_sources[0], *b.cuda_sources[1:]])
+        b = _distinct(b, f"baseline variant {i}")
+        folder = work / f"base{i}"
+        folder.mkdir(parents=True)
         start = time.perf_counter()
-        ce.load_inline(b.name + f"_base{i}", list(b.cpp_sources), list(src), functions=list(b.functions or []) or None,
+        ce.load_inline(b.name + f"_base{i}", list(b.cpp_sources), list(b.cuda_sources), functions=list(b.functions or []) or None,
                        extra_cflags=list(b.extra_cflags), extra_cuda_cflags=list(b.extra_cuda_cflags),
-                       build_directory=str(_fresh(work / f"base{i}")))  # fmt: skip
-        rows.append({"recipe": "torch load_inline", "candidate": name, "total": round(time.perf_counter() - start, 2)})
-        print(rows[-1], flush=True)
+                       build_directory=str(folder))  # fmt: skip
+        record({"recipe": "torch load_inline", "candidate": name, "total": round(time.perf_counter() - start, 2)})
     cache = BuildCache(work / "cache")
     tools = toolchain()
     # one-time: the precompiled header (made by the first build that needs it, reported separately)
-    from dataclasses import replace
-
-    name, b = builds[0]
-    warm = build_extension(replace(b, cuda_sources=("// pch warm-up\n" + b.cuda_sources[0], *b.cuda_sources[1:])),
-                           cache, tools=tools)  # fmt: skip
+    warm = build_extension(_distinct(builds[0][1], "pch warm-up"), cache, tools=tools)
     one_time = {"pch_s": warm.seconds.get("pch"), "first_build_s": warm.seconds.get("total")}
     print("one-time", one_time, flush=True)
-    for i in range(args.fast):
-        name, b = builds[i % len(builds)]
-        b = replace(b, cuda_sources=(f"// fast variant {i}\n" + b.cuda_sources[0], *b.cuda_sources[1:]))
-        r = build_extension(b, cache, tools=tools)
-        rows.append({"recipe": "kernelzero", "candidate": name, "ok": r.ok, **r.seconds, "transforms": "+".join(r.transforms)})
-        print(rows[-1], flush=True)
-    for i in range(args.fast_plain):
-        name, b = builds[i % len(builds)]
-        b = replace(b, cuda_sources=(f"// plain variant {i}\n" + b.cuda_sources[0], *b.cuda_sources[1:]))
-        r = build_extension(b, cache, tools=tools, use_pch=False, light_headers=False)
-        rows.append({"recipe": "kernelzero, no pch/light", "candidate": name, "ok": r.ok, **r.seconds})
-        print(rows[-1], flush=True)
+    recipes = [("kernelzero", {}, args.fast), ("kernelzero, no pch/light", {"use_pch": False, "light_headers": False}, args.fast_plain)]
+    for recipe, flags, count in recipes:
+        for i in range(count):
+            name, b = builds[i % len(builds)]
+            r = build_extension(_distinct(b, f"{recipe} variant {i}"), cache, tools=tools, **flags)
+            record({"recipe": recipe, "candidate": name, "ok": r.ok, **r.seconds, "transforms": "+".join(r.transforms)})
     summary = {}
     for recipe in sorted({r["recipe"] for r in rows}):
         totals = [r["total"] for r in rows if r["recipe"] == recipe]
         summary[recipe] = {"n": len(totals), "median_s": round(statistics.median(totals), 2), "max_s": max(totals)}
     return {"rows": rows, "one_time": one_time, "summary": summary}
-
-
-def _fresh(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 # ------------------------------------------------------------------------------------------- throughput
@@ -109,7 +106,6 @@ _live_stats = None
 
 def requests(seconds: float, cuda_share: float, opts):
     from kernelzero.service.pool import VerifyRequest
-    from kernelzero.verify.cuda_build import toolchain  # noqa: F401  (fail early if torch is missing)
 
     cuda, triton = correct_fixtures("cuda"), correct_fixtures("triton")
     tasks = {f.task_key: f.task() for f in cuda + triton}

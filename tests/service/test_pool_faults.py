@@ -119,14 +119,20 @@ def test_probe_runs_in_a_fresh_process_and_reports_failures():
     assert not bad.ok and "exited" in bad.message
 
 
-def test_thread_safe_sandbox_argv_drops_inside_the_new_namespace():
+def test_thread_safe_sandbox_argv_drops_inside_the_new_namespace(monkeypatch):
+    import shutil
+
     from kernelzero.verify.sandbox import SandboxPlan, thread_safe_argv
 
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/unshare")
     argv, kwargs = thread_safe_argv(["python3", "-c", "pass"], SandboxPlan(65534, 65534, True, []))
-    if argv[0].endswith("unshare"):  # root creates the namespace, then unshare itself drops to the user
-        assert argv[1:6] == ["--net", "--setgid", "65534", "--setuid", "65534"] and kwargs == {}
-    argv, kwargs = thread_safe_argv(["python3"], SandboxPlan(65534, 65534, False, []))
-    assert argv == ["python3"] and kwargs == {"user": 65534, "group": 65534, "extra_groups": []}
+    # root creates the namespace, then unshare itself drops to the user
+    assert argv == ["/usr/bin/unshare", "--net", "--setgid", "65534", "--setuid", "65534", "--", "python3", "-c", "pass"]
+    assert kwargs == {}
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    for netns in (True, False):  # without unshare (or a namespace), Popen drops to the user itself
+        argv, kwargs = thread_safe_argv(["python3"], SandboxPlan(65534, 65534, netns, []))
+        assert argv == ["python3"] and kwargs == {"user": 65534, "group": 65534, "extra_groups": []}
 
 
 def test_gpu_lanes_go_to_the_least_loaded_healthy_gpu_and_block_when_full():

@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from kernelzero.service.store import VerdictStore, request_key
 from kernelzero.types import Task, Verdict
@@ -110,7 +111,7 @@ class LocalPool:
         self.per_gpu = max(1, per_gpu)
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
         self.build_jobs = build_jobs or max(1, (cpus - 2 * len(self.gpus)) // 2)
-        self.build_cache = build_cache
+        self.cache = None  # the shared build cache (with GPUs)
         self.stats = stats or PoolStats()
         self.jobs = max(1, jobs)
         self.slots = self.build_jobs + len(self.gpus) * self.per_gpu if self.gpus else self.jobs
@@ -118,8 +119,11 @@ class LocalPool:
         self.cond = threading.Condition()
         self.in_flight = {g: 0 for g in self.gpus}
         self.names: dict[VerifyOptions, str] = {}
-        if self.gpus:  # decide the sandbox now, before threads start (plan_sandbox forks probes)
+        if self.gpus:  # decide the sandbox and make the build cache now, before threads start
+            from kernelzero.verify.build_cache import BuildCache, default_cache_dir, ensure_readable
             from kernelzero.verify.sandbox import plan_sandbox
+
+            self.cache = BuildCache(ensure_readable(Path(build_cache) if build_cache else default_cache_dir()))
 
             defaults = VerifyOptions()
             plan_sandbox(defaults.sandbox_user, defaults.isolate_network)
@@ -130,13 +134,12 @@ class LocalPool:
 
     def _build(self, req: VerifyRequest) -> None:
         """Capture and build a CUDA candidate's extensions into the shared cache (bounded by `build_jobs`)."""
-        from kernelzero.verify.cuda_build import BuildCache, default_cache_dir, ensure_readable, prebuild
+        from kernelzero.verify.cuda_build import prebuild
         from kernelzero.verify.extract import extract_code
 
-        root = ensure_readable(default_cache_dir() if not self.build_cache else __import__("pathlib").Path(self.build_cache))
         with self.builds:
             start = time.monotonic()
-            results = prebuild(extract_code(req.candidate), BuildCache(root), timeout_s=req.options.build_timeout_s,
+            results = prebuild(extract_code(req.candidate), self.cache, timeout_s=req.options.build_timeout_s,
                                user=req.options.sandbox_user, isolate_network=req.options.isolate_network)  # fmt: skip
             with self.stats.lock:
                 self.stats.builds += sum(1 for r in results if not r.cached)
@@ -163,7 +166,7 @@ class LocalPool:
     def _verify(self, req: VerifyRequest, gpu: int | None) -> Verdict:
         opts = req.options
         if gpu is not None:
-            opts = replace(opts, gpu_index=gpu, build_cache=self.build_cache or opts.build_cache)
+            opts = replace(opts, gpu_index=gpu, build_cache=str(self.cache.root))
         verdict = verify(req.task, req.candidate, req.backend, opts)
         if _runner_died(verdict):
             with self.stats.lock:
@@ -188,10 +191,10 @@ class LocalPool:
                     self.stats.from_store += 1
                 return replace(hit, notes=hit.notes + ("answered from the verdict store",))
         gpu = None
+        if self._on_gpu(req) and req.backend == "cuda":
+            self._build(req)
         while True:
             if self._on_gpu(req):
-                if req.backend == "cuda" and gpu is None:
-                    self._build(req)
                 gpu = self._take_gpu()
                 if gpu is None:
                     from kernelzero.verify import _early
@@ -203,7 +206,7 @@ class LocalPool:
             finally:
                 if gpu is not None:
                     self._give_gpu(gpu)
-            if gpu is not None and verdict.stage == "runner" and "health probe" in verdict.message:
+            if gpu is not None and verdict.stage == "gpu_health":
                 with self.cond:  # that GPU is out; try the request on another
                     self.stats.unhealthy.add(gpu)
                     self.stats.probes.append((gpu, False, verdict.message))

@@ -19,7 +19,7 @@ Layout on the cluster:
   verifier's format or static checks reject the candidate anyway; the
   runner installs what it built into its own temporary folder and verifies with
   `build_cache` pointing there, so a GPU spends its time running kernels, not compiling. A build
-  step that fails, or a kernelzero without `cuda_build`, only means the runner builds itself.
+  step that fails only means the runner builds itself.
 - faults: a runner actor that dies during a request (RayActorError: killed, out of host memory,
   a crashed node) is replaced, and the request retried once; so is a request whose judge process
   died inside a healthy actor (a `crash` at stage "judge"), as the local pool does. A second death
@@ -39,7 +39,6 @@ kernelzero installed (the actors import it).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
@@ -56,10 +55,6 @@ from kernelzero.verify.options import VerifyOptions
 log = logging.getLogger(__name__)
 
 RETRIED = "retried once: the first runner died"  # the note, as the local pool words it
-
-
-def _has_build_cache(opts: VerifyOptions) -> bool:
-    return any(f.name == "build_cache" for f in dataclasses.fields(opts))
 
 
 class VerifyRunner:
@@ -80,15 +75,14 @@ class VerifyRunner:
     def verify(self, task, candidate: str, backend: str, options: VerifyOptions, artifacts: dict | None = None) -> Verdict:
         from kernelzero.verify import verify
 
-        if not artifacts or not _has_build_cache(options):
+        if not artifacts:
             return verify(task, candidate, backend, options)
         if self._cache_dir is None:
             self._cache_dir = tempfile.mkdtemp(prefix="kz-runner-cache-")
         try:
-            from kernelzero.verify.cuda_build import install_artifacts
+            from kernelzero.verify.build_cache import install_artifacts
 
             install_artifacts(artifacts, self._cache_dir)
-            _readable(self._cache_dir)
         except Exception:  # the verifier then builds itself; the verdict is the same
             log.warning("could not install prebuilt artifacts; the runner builds itself", exc_info=True)
             return verify(task, candidate, backend, options)
@@ -99,26 +93,13 @@ class VerifyRunner:
             os.makedirs(self._cache_dir, exist_ok=True)
 
 
-def _readable(root: str) -> None:
-    """As root, let the sandbox user (the candidate runs as `nobody`) read installed libraries; none can write."""
-    if os.geteuid() != 0:
-        return
-    for folder, _, files in os.walk(root):
-        os.chmod(folder, 0o755)
-        for name in files:
-            os.chmod(os.path.join(folder, name), 0o644)
-
-
 def build_artifacts(candidate: str, backend: str, options: VerifyOptions) -> tuple[bool, dict | None]:
     """A CPU task: (built, artifacts) for a CUDA candidate; (False, None) when there is nothing to build.
 
     Candidates the verifier rejects before building (format, static checks) are not built.
     """
-    try:
-        from kernelzero.verify.cuda_build import prebuild_artifacts
-    except ImportError:
-        return False, None
     from kernelzero.verify import format_problem
+    from kernelzero.verify.cuda_build import prebuild_artifacts
     from kernelzero.verify.extract import extract_code
 
     source = extract_code(candidate)
@@ -203,7 +184,7 @@ def verify_many_ray(requests: Iterable[VerifyRequest], *, store: VerdictStore | 
             in_flight = max(2 * count, cpus) if on_gpu else 2 * count
         in_flight = max(in_flight, count)
         build_cap = build_jobs or in_flight
-        can_build = on_gpu and cpus > count and _cuda_build_available()  # builds need a CPU no runner holds
+        can_build = on_gpu and cpus > count  # builds need a CPU no runner holds
 
         versions = library_versions() if store is not None else {}
 
@@ -338,12 +319,3 @@ def verify_many_ray(requests: Iterable[VerifyRequest], *, store: VerdictStore | 
                 pass
         if started:
             ray.shutdown()
-
-
-def _cuda_build_available() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("kernelzero.verify.cuda_build") is not None
-    except ImportError:
-        return False

@@ -113,10 +113,10 @@ class VerdictStore:
     def put(self, key: str, verdict: Verdict) -> Verdict:
         """Store a verdict (the first one stored for a key wins); return the stored verdict.
 
-        A verdict about the verifier itself failing (stage "judge", or "runner": a runner died twice, no
-        healthy GPU) is returned but not stored.
+        A verdict about the verifier itself failing (stage "judge"; "runner": a runner died twice, no
+        healthy GPU; "gpu_health": the GPU failed its health probe) is returned but not stored.
         """
-        if verdict.stage in ("judge", "runner"):
+        if verdict.stage in ("judge", "runner", "gpu_health"):
             return verdict
         self._connect().execute(
             "INSERT OR IGNORE INTO verdicts (key, task, status, verdict, created) VALUES (?, ?, ?, ?, ?)",

@@ -19,7 +19,7 @@ Statuses (a closed set, `kernelzero.types.STATUSES`) and what maps to them:
 | compile_error | `load_inline` build failed; a Triton kernel failed to compile (on the GPU, or for sm_90 on CPU); nvcc rejected the CUDA source (CPU) |
 | runtime_error | an exception importing the module, constructing ModelNew or in forward; an out-of-bounds access caught by the interpreter's bounds check |
 | timeout | no reply within the limit (build: `build_timeout_s`; a call: max(floor, scale x reference time)) |
-| crash | the worker died: a signal (SIGSEGV ...), an illegal memory access / CUDA launch failure, an exit without a result (`os._exit(0)` included); stage `runner`: the verifier's own judge died twice, or the GPU failed its health probe (service/pool.py) |
+| crash | the worker died: a signal (SIGSEGV ...), an illegal memory access / CUDA launch failure, an exit without a result (`os._exit(0)` included); stage `runner`: the verifier's own judge died twice, or no healthy GPU is left (service/pool.py); stage `gpu_health`: the GPU failed its health probe before the sample ran (verify/lease.py) |
 | oom | CUDA out of memory, or the worker's resident memory passed `host_mem_gb` |
 | shape_mismatch | wrong number or type of outputs, or a wrong shape |
 | dtype_mismatch | an output's dtype differs from the reference's |
@@ -148,7 +148,7 @@ def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions) -> Ve
         if opts.gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(opts.gpu_index)
         if backend == "cuda":
-            from kernelzero.verify.cuda_build import default_cache_dir
+            from kernelzero.verify.build_cache import default_cache_dir
 
             env["KZ_BUILD_CACHE"] = opts.build_cache or str(default_cache_dir())
         start = time.monotonic()

@@ -4,8 +4,8 @@ What: `build_extension(build, cache)` compiles one `load_inline` call (an `Inlin
 `cuda_capture`) into a shared library the way torch would, and keeps it in a `BuildCache` keyed on
 everything that decides the bytes of the library. `prebuild(source, cache)` captures a candidate's
 calls (in a sandboxed child, see cuda_capture.py) and builds each, so a GPU runner only imports.
-`install_cache_hook(cache_dir)` runs in the candidate's worker, before the candidate imports: its
-`load_inline` then loads a library from the cache when one was built for exactly its arguments, and
+The cache itself is build_cache.py. `install_cache_hook(cache_dir, private_dir)` runs in the candidate's
+worker, before the candidate imports: its `load_inline` then loads a library from the cache when one was built for exactly its arguments, and
 otherwise builds privately with the same recipe (or falls back to torch's own `load_inline`).
 
 What the recipe changes against torch's `load_inline`, and why each change keeps the meaning:
@@ -28,6 +28,7 @@ write the cache folder (see README, the trust model).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -36,7 +37,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +44,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kernelzero.types import from_dict
+from kernelzero.verify.build_cache import BuildCache
 from kernelzero.verify.cuda_capture import InlineBuild, _read_bounded, _recorded, _run_group
 
 RECIPE = "kz-build-1"  # bump when the recipe changes: old cache entries are then never used
@@ -70,28 +72,6 @@ class BuildResult:
 # ------------------------------------------------------------------------------------------- keys
 
 
-def default_cache_dir() -> Path:
-    """The shared build cache: the user's cache folder, or a world-readable one for root (whose sandboxed
-    workers run as another user and must read it)."""
-    if os.environ.get("KZ_BUILD_CACHE"):
-        return Path(os.environ["KZ_BUILD_CACHE"])
-    if os.geteuid() == 0:
-        return Path("/var/tmp/kernelzero/builds")
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kernelzero" / "builds"
-
-
-def ensure_readable(root: Path) -> Path:
-    """Create the cache folder; as root, readable (not writable) by the sandbox user."""
-    root.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        for folder in [root, *root.parents]:
-            if str(folder) in ("/", "/var", "/var/tmp", "/tmp"):
-                break
-            folder.chmod(folder.stat().st_mode | 0o755)
-    return root
-
-
 def _tool_version(argv: list[str]) -> str:
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
@@ -100,8 +80,10 @@ def _tool_version(argv: list[str]) -> str:
     return " | ".join(line for line in out.strip().splitlines() if line.strip()) or "unknown"
 
 
+@functools.cache
 def toolchain() -> dict[str, str]:
-    """What a library's bytes depend on besides its sources: versions and the arch list."""
+    """What a library's bytes depend on besides its sources: versions and the arch list (once per process;
+    callers must not change the dict)."""
     import torch
     from torch.utils import cpp_extension as ce
 
@@ -122,87 +104,18 @@ def _arch_list() -> str:
     return "9.0"
 
 
+def _with_cuda(build: InlineBuild) -> bool:
+    """`with_cuda=None` means: are there CUDA sources (as in torch)."""
+    return build.with_cuda if build.with_cuda is not None else bool(build.cuda_sources)
+
+
 def build_key(build: InlineBuild, tools: dict[str, str]) -> str:
-    """Same key for calls that build the same library (`with_cuda=None` means: are there CUDA sources)."""
+    """Same key for calls that build the same library."""
     fields = asdict(build)
-    fields["with_cuda"] = build.with_cuda if build.with_cuda is not None else bool(build.cuda_sources)
+    fields["with_cuda"] = _with_cuda(build)
     fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
     blob = json.dumps({"build": fields, "tools": tools}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-# ------------------------------------------------------------------------------------------- cache
-
-
-class BuildCache:
-    """Libraries by key: `root/<key[:2]>/<key>/<name>.so` plus `meta.json`; entries appear atomically."""
-
-    def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root else default_cache_dir()
-
-    def entry(self, key: str) -> Path:
-        return self.root / key[:2] / key
-
-    def get(self, key: str) -> Path | None:
-        meta = self.entry(key) / "meta.json"
-        if not meta.exists():
-            return None
-        lib = self.entry(key) / json.loads(meta.read_text())["library"]
-        return lib if lib.exists() else None
-
-    def put(self, key: str, library: Path, meta: dict) -> Path:
-        final = self.entry(key)
-        if (final / "meta.json").exists():
-            return final / library.name
-        final.parent.mkdir(parents=True, exist_ok=True)
-        final.parent.chmod(0o755)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
-        tmp.chmod(0o755)
-        shutil.copy2(library, tmp / library.name)
-        (tmp / "meta.json").write_text(json.dumps({**meta, "library": library.name}))
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another writer won the race: theirs stands
-            shutil.rmtree(tmp, ignore_errors=True)
-        return final / library.name
-
-    def export(self, keys: list[str]) -> dict[str, bytes]:
-        """{key: a tar of the entry} for shipping built libraries to another machine (Ray)."""
-        import io
-        import tarfile
-
-        out = {}
-        for key in keys:
-            if self.get(key) is None:
-                continue
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w") as tar:
-                tar.add(self.entry(key), arcname=key)
-            out[key] = buf.getvalue()
-        return out
-
-    def install(self, artifacts: dict[str, bytes]) -> None:
-        """Unpack `export`ed entries (each a folder named by its key, plain files only)."""
-        import io
-        import tarfile
-
-        for key, blob in artifacts.items():
-            if self.get(key) is not None:
-                continue
-            self.entry(key).parent.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-                members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith(key + "/")
-                           and ".." not in m.name and m.name.count("/") == 1]  # fmt: skip
-                tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.entry(key).parent))
-                tmp.chmod(0o755)  # the sandboxed worker (another user) reads it
-                for m in members:
-                    target = tmp / Path(m.name).name
-                    target.write_bytes(tar.extractfile(m).read())
-                    target.chmod(0o755 if target.suffix == ".so" else 0o644)
-            try:
-                os.rename(tmp, self.entry(key))
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def prebuild_artifacts(source: str, timeout_s: float = 600.0) -> dict[str, bytes]:
@@ -211,10 +124,6 @@ def prebuild_artifacts(source: str, timeout_s: float = 600.0) -> dict[str, bytes
         cache = BuildCache(tmp)
         results = prebuild(source, cache, timeout_s=timeout_s)
         return cache.export([r.key for r in results if r.ok])
-
-
-def install_artifacts(artifacts: dict[str, bytes], cache_dir: str | Path) -> None:
-    BuildCache(cache_dir).install(artifacts)
 
 
 # ------------------------------------------------------------------------------------------- builds
@@ -311,7 +220,7 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
     hit = cache.get(key)
     if hit is not None:
         return BuildResult(key, True, str(hit), cached=True, seconds={"total": round(time.perf_counter() - start, 3)})
-    with_cuda = build.with_cuda if build.with_cuda is not None else bool(build.cuda_sources)
+    with_cuda = _with_cuda(build)
     seconds: dict[str, float] = {}
     transforms: list[str] = []
     cache.root.mkdir(parents=True, exist_ok=True)
@@ -336,16 +245,18 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
                 text = re.sub(r"^cflags = ", f"cflags = -I{shlex.quote(str(pch))} -Winvalid-pch ", text, count=1, flags=re.M)
                 (folder / "build.ninja").write_text(text)
                 transforms.append("pch")
-        env = {**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", "2")}
         log = folder / "ninja.log"
-        remaining = timeout_s - (time.perf_counter() - start)
-        (code,), timed_out = _run_group([(["ninja", "-v", "-j", "4", "-C", str(folder)], log)], folder, env, remaining)
+
+        def ninja() -> tuple[int, bool]:
+            (code,), timed_out = _run_group([(["ninja", "-v", "-j", "4", "-C", str(folder)], log)], folder,
+                                            dict(os.environ), timeout_s - (time.perf_counter() - start))  # fmt: skip
+            return code, timed_out
+
+        code, timed_out = ninja()
         if code != 0 and not timed_out and "light-headers" in transforms and not any(folder.glob("*.cuda.o")):
             (folder / "cuda.cu").write_text(cuda_text)  # the file as written decides
-            transforms.remove("light-headers")
-            transforms.append("light-headers-fell-back")
-            remaining = timeout_s - (time.perf_counter() - start)
-            (code,), timed_out = _run_group([(["ninja", "-v", "-j", "4", "-C", str(folder)], log)], folder, env, remaining)
+            transforms[transforms.index("light-headers")] = "light-headers-fell-back"
+            code, timed_out = ninja()
         seconds.update(_stage_seconds(folder))
         seconds["total"] = round(time.perf_counter() - start, 3)
         output = _read_bounded(log)
@@ -401,27 +312,21 @@ def install_cache_hook(cache_dir: str | Path, private_dir: str | Path) -> None:
     shared = BuildCache(cache_dir)
     private = BuildCache(private_dir)
     signature = inspect.signature(original)
-    tools_memo: dict = {}
 
     def load_inline(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = dict(bound.arguments)
-        unsupported = [k for k in ("sycl_sources", "build_directory", "is_python_module", "keep_intermediates")
-                       if k in arguments and arguments[k] not in (None, [], False, True)]  # fmt: skip
-        if unsupported or arguments.get("is_python_module") is False:
-            return original(*args, **kwargs)
+        if arguments.get("sycl_sources") or arguments.get("build_directory") or arguments.get("is_python_module") is False:
+            return original(*args, **kwargs)  # what the recipe does not cover: torch builds it
         try:
-            build = InlineBuild(**{k: tuple(v) if isinstance(v, list) else v for k, v in _recorded(arguments).items()})
-            if "t" not in tools_memo:
-                tools_memo["t"] = toolchain()
-            tools = tools_memo["t"]
-            key = build_key(build, tools)
+            build = from_dict(InlineBuild, _recorded(arguments))
+            key = build_key(build, toolchain())
         except Exception:  # an argument torch would reject: let torch say so
             return original(*args, **kwargs)
         lib = shared.get(key)
         if lib is None:
-            result = build_extension(build, private, tools=tools, pch_root=shared.root, build_pch=False)
+            result = build_extension(build, private, tools=toolchain(), pch_root=shared.root, build_pch=False)
             if not result.ok:
                 raise BuildError(f"Error building extension '{build.name}':\n{result.log[-6000:]}")
             lib = Path(result.library)

@@ -171,7 +171,7 @@ class Judge:
                         mark_suspect()
                     return replace(verdict, stage_seconds={**verdict.stage_seconds, **self.stage_s})
             except GpuUnhealthy as exc:
-                return self.verdict("crash", "runner", f"the GPU failed its health probe after an earlier crash: {exc}")
+                return self.verdict("crash", "gpu_health", f"the GPU failed its health probe after an earlier crash: {exc}")
         except WorkerDied as exc:
             return self.verdict(exc.status, self.fields.get("stage_hint", "load"), str(exc), exit_signal=exc.exit_signal,
                                 exit_code=exc.exit_code, error_log=worker.log_tail())  # fmt: skip

@@ -122,8 +122,6 @@ def thread_safe_argv(argv: list[str], plan: SandboxPlan) -> tuple[list[str], dic
     also clears supplementary groups); without one, Popen's own (C) `user`/`group` arguments drop.
     If `unshare` is missing, the plan's network namespace is not applied.
     """
-    import shutil
-
     tool = shutil.which("unshare")
     if plan.netns and tool:
         ids = ["--setgid", str(plan.gid), "--setuid", str(plan.uid)] if plan.uid is not None else []
