@@ -3,6 +3,7 @@
     python3 bench/service_bench.py builds --baseline 2 --fast 5         # cold load_inline vs the build recipe
     python3 bench/service_bench.py throughput --seconds 300 --gpus 1    # mixed CUDA + Triton stream
     python3 bench/service_bench.py probe                                # crash, then the next sample probes
+    python3 bench/service_bench.py stages [FIXTURE ...]                 # one sample's stages, IPC on and off
     (add --json FILE to keep the numbers; run from the repo root with PYTHONPATH=src on a GPU machine)
 
 Candidates are the hand-written fixtures in tests/kernels/correct (4 CUDA, 8 Triton) on kz-basic tasks
@@ -140,11 +141,13 @@ def bench_throughput(args) -> dict:
         statuses[verdict.status] = statuses.get(verdict.status, 0) + 1
         per_backend[req.backend].append(verdict.stage_seconds.get("total", 0.0))
         for stage, sec in verdict.stage_seconds.items():
-            if stage != "gpu_lease_at":
+            if not stage.endswith("_at"):
                 stages.setdefault(f"{req.backend}:{stage}", []).append(sec)
-        at = verdict.stage_seconds.get("gpu_lease_at")
-        if at is not None:
-            leases.setdefault(_gpu_of(verdict), []).append((at, at + verdict.stage_seconds.get("gpu_lease", 0.0)))
+        st = verdict.stage_seconds
+        if "gpu_lease_at" in st:
+            excl = (st["gpu_excl_at"], st["gpu_excl_at"] + st.get("gpu_excl", 0.0)) if "gpu_excl_at" in st else None
+            shared = (st["gpu_lease_at"], st["gpu_lease_at"] + st.get("gpu_shared", st.get("gpu_lease", 0.0)))
+            leases.setdefault(_gpu_of(verdict), []).append((shared, excl))
         if verdict.status == "correct" and verdict.timing:
             timings.setdefault(req.tag[0], {}).setdefault(f"gpu{_gpu_of(verdict)}", []).append(verdict.timing.median_ms)
         if verdict.status != "correct":
@@ -160,12 +163,19 @@ def bench_throughput(args) -> dict:
     return out
 
 
-def overlaps(leases: dict[str, list[tuple[float, float]]]) -> dict[str, int]:
-    """Per GPU: how many samples held its lease while another sample held it (must be 0)."""
+def overlaps(leases: dict[str, list]) -> dict[str, int]:
+    """Per GPU: how many samples were timed (exclusive lease) while another sample held any lease on it (must be 0).
+
+    `leases[gpu]`: per sample ((shared start, end), (exclusive start, end) or None), epoch seconds; 10 ms slack
+    for the clock readings either side of a lock.
+    """
     out = {}
-    for gpu, spans in leases.items():
-        spans = sorted(spans)
-        out[gpu] = sum(1 for (_, end), (start, _) in zip(spans, spans[1:]) if start < end - 0.01)
+    for gpu, samples in leases.items():
+        def clash(i: int, excl: tuple[float, float]) -> bool:
+            return any(span is not None and span[0] < excl[1] - 0.01 and excl[0] < span[1] - 0.01
+                       for j, both in enumerate(samples) if j != i for span in both)  # fmt: skip
+
+        out[gpu] = sum(1 for i, (_, excl) in enumerate(samples) if excl is not None and clash(i, excl))
     return out
 
 
@@ -194,6 +204,29 @@ def bench_probe(args) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------------- stages
+
+
+def bench_stages(args) -> dict:
+    """One verification at a time, stage by stage, with GPU tensors through CUDA IPC and through host memory."""
+    from kernelzero.verify import verify
+
+    baselines = tempfile.mkdtemp(prefix="kz-baselines-")
+    out = []
+    for name in args.fixtures:
+        fx = next(f for f in correct_fixtures() if f.path.stem == name)
+        for ipc in (True, False):
+            start = time.monotonic()
+            v = verify(fx.task(), variant(fx.source, fx.backend, len(out)), fx.backend,
+                       fx.verify_options(device="cuda", cuda_ipc=ipc, baselines_dir=baselines))  # fmt: skip
+            row = {"fixture": name, "ipc": ipc, "status": v.status, "wall_s": round(time.monotonic() - start, 2),
+                   "stages": {k: round(x, 3) for k, x in v.stage_seconds.items() if not k.endswith("_at")},
+                   "notes": [n for n in v.notes if "host memory" in n], "message": v.message[:200]}  # fmt: skip
+            print(json.dumps(row), flush=True)
+            out.append(row)
+    return {"runs": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -208,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--build-jobs", type=int, default=None)
     t.add_argument("--cuda-share", type=float, default=0.5)
     sub.add_parser("probe")
-    for p in (b, t, sub.choices["probe"]):
+    st = sub.add_parser("stages")
+    st.add_argument("fixtures", nargs="*", default=["triton_leaky_relu", "cuda_relu"])
+    for p in (b, t, st, sub.choices["probe"]):
         p.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     import faulthandler
@@ -222,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("progress", json.dumps(_live_stats.summary()) if _live_stats else "-", flush=True)
 
         threading.Thread(target=progress, daemon=True).start()
-    result = {"builds": bench_builds, "throughput": bench_throughput, "probe": bench_probe}[args.cmd](args)
+    result = {"builds": bench_builds, "throughput": bench_throughput, "probe": bench_probe, "stages": bench_stages}[args.cmd](args)
     text = json.dumps(result, indent=1, default=str)
     print(text)
     if args.json:

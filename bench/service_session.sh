@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The pool's measurements on any GPU machine, one command (repo root; results under ${OUT:-bench/out}):
-#   bash bench/service_session.sh [builds] [probe] [tp1] [tp2] [channel]
+#   bash bench/service_session.sh [builds] [probe] [tp1] [tp2] [channel] [ipctest] [stages]
 # builds: cold load_inline vs the build recipe; probe: crash then health probe; tp1/tp2: 300 s mixed
-# CUDA + Triton stream on 1 GPU (16 cores) / on 2 GPUs; channel: judge <-> worker transfer of 400 MB.
+# CUDA + Triton stream on 1 GPU (16 cores) / on 2 GPUs; channel: judge <-> worker transfer of 400 MB;
+# ipctest: the CUDA IPC tests; stages: one sample's stage times with CUDA IPC on and off.
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 out="${OUT:-bench/out}"; mkdir -p "$out"
@@ -11,9 +12,11 @@ for step in "$@"; do
   case "$step" in
     builds) python3 bench/service_bench.py builds --baseline 2 --fast 6 --fast-plain 1 --json "$out/builds.json" > "$out/builds.log" 2>&1 ;;
     probe) python3 bench/service_bench.py probe --json "$out/probe.json" > "$out/probe.log" 2>&1 ;;
-    tp1) taskset -c 0-15 python3 bench/service_bench.py throughput --seconds 300 --gpus 1 --json "$out/tp1.json" > "$out/tp1.log" 2>&1 ;;
-    tp2) python3 bench/service_bench.py throughput --seconds 300 --gpus 2 --json "$out/tp2.json" > "$out/tp2.log" 2>&1 ;;
+    tp1) taskset -c 0-15 python3 bench/service_bench.py throughput --seconds 300 --gpus 1 --per-gpu 6 --json "$out/tp1.json" > "$out/tp1.log" 2>&1 ;;
+    tp2) python3 bench/service_bench.py throughput --seconds 300 --gpus 2 --per-gpu 6 --json "$out/tp2.json" > "$out/tp2.log" 2>&1 ;;
     channel) python3 bench/channel_bench.py | tee "$out/channel.log" ;;
+    ipctest) python3 -m pytest -q -m gpu tests/verify/test_cuda_ipc.py -rA -s > "$out/ipctest.log" 2>&1 ;;
+    stages) python3 bench/service_bench.py stages --json "$out/stages.json" > "$out/stages.log" 2>&1 ;;
   esac
   tail -c 1500 "$out/$step.log" 2>/dev/null
 done

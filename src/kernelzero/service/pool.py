@@ -6,9 +6,10 @@ The local pool (the default) has two stages:
   its `load_inline` extensions are built into the shared build cache (verify/cuda_build.py), at most
   `build_jobs` at a time; the candidate's worker then only loads the library;
 - **runners**, one lane per visible GPU, each pinned with `CUDA_VISIBLE_DEVICES`: up to `per_gpu`
-  verifications per GPU are in flight, so one prepares (process start, imports, Triton import) while
-  another holds the GPU's lease (verify/lease.py: one sample on a GPU at a time, from reference to the
-  last timed call). Requests go to the healthy GPU with the fewest in flight.
+  verifications per GPU are in flight: they start, import and check side by side, and take the GPU
+  alone only to be timed (verify/lease.py: no sample is timed while another runs on its GPU). Each
+  gets 0.9/`per_gpu` of the GPU's memory, so one candidate's allocations cannot make a neighbour run
+  out. Requests go to the healthy GPU with the fewest in flight.
 
 Without a GPU there is one lane of `jobs` verifications and no build stage. Stored verdicts are
 answered without running anything. Faults: a verification whose judge process died (killed, out of
@@ -59,7 +60,8 @@ class PoolStats:
     retries: int = 0
     probes: list = field(default_factory=list)  # (gpu, passed, message) of health probes after crashes
     unhealthy: set = field(default_factory=set)
-    per_gpu: dict = field(default_factory=dict)  # gpu -> {"samples", "lease_s", "wait_s"}
+    per_gpu: dict = field(default_factory=dict)  # gpu -> {"samples", "lease_s", "excl_s", "wait_s"}
+    spans: dict = field(default_factory=dict)  # gpu -> [(start, end)] of leases, epoch seconds
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, gpu: int | None, verdict: Verdict) -> None:
@@ -67,18 +69,36 @@ class PoolStats:
             self.samples += 1
             if gpu is None:
                 return
-            slot = self.per_gpu.setdefault(gpu, {"samples": 0, "lease_s": 0.0, "wait_s": 0.0})
+            slot = self.per_gpu.setdefault(gpu, {"samples": 0, "lease_s": 0.0, "excl_s": 0.0, "wait_s": 0.0})
             slot["samples"] += 1
-            slot["lease_s"] += verdict.stage_seconds.get("gpu_lease", 0.0)
-            slot["wait_s"] += verdict.stage_seconds.get("gpu_wait", 0.0)
+            stages = verdict.stage_seconds
+            slot["lease_s"] += stages.get("gpu_lease", 0.0)
+            slot["excl_s"] += stages.get("gpu_excl", 0.0)
+            slot["wait_s"] += stages.get("gpu_wait", 0.0) + stages.get("gpu_excl_wait", 0.0)
+            for at, held in (("gpu_lease_at", "gpu_shared"), ("gpu_excl_at", "gpu_excl")):
+                if at in stages:
+                    self.spans.setdefault(gpu, []).append((stages[at], stages[at] + stages.get(held, 0.0)))
 
     def summary(self) -> dict:
+        """Per GPU, `busy`: share of the wall time during which some sample held the GPU's lease (shared or
+        exclusive; overlapping leases count once); `excl`: share during which one sample was being timed."""
         wall = time.monotonic() - self.started
-        gpus = {g: {**v, "busy": round(v["lease_s"] / wall, 3) if wall else 0.0} for g, v in sorted(self.per_gpu.items())}
+        gpus = {g: {**v, "busy": round(_covered(self.spans.get(g, [])) / wall, 3) if wall else 0.0,
+                    "excl": round(v["excl_s"] / wall, 3) if wall else 0.0} for g, v in sorted(self.per_gpu.items())}  # fmt: skip
         return {"wall_s": round(wall, 1), "samples": self.samples, "from_store": self.from_store,
                 "samples_per_hour": round(self.samples * 3600 / wall) if wall else 0, "builds": self.builds,
                 "build_s": round(self.build_s, 1), "retries": self.retries, "probes": list(self.probes),
                 "unhealthy": sorted(self.unhealthy), "gpus": gpus}  # fmt: skip
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """Length of the union of intervals."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
 
 
 def device_name(opts: VerifyOptions) -> str:
@@ -166,7 +186,8 @@ class LocalPool:
     def _verify(self, req: VerifyRequest, gpu: int | None) -> Verdict:
         opts = req.options
         if gpu is not None:
-            opts = replace(opts, gpu_index=gpu, build_cache=str(self.cache.root))
+            share = min(opts.gpu_mem_fraction, round(0.9 / self.per_gpu, 3))  # samples in flight share the GPU
+            opts = replace(opts, gpu_index=gpu, build_cache=str(self.cache.root), gpu_mem_fraction=share)
         verdict = verify(req.task, req.candidate, req.backend, opts)
         if _runner_died(verdict):
             with self.stats.lock:

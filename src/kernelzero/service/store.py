@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     created REAL NOT NULL
 )
 """
-VOLATILE_OPTIONS = ("baselines_dir", "build_cache", "gpu_index")  # where a verification runs does not change it
+VOLATILE_OPTIONS = ("baselines_dir", "build_cache", "gpu_index", "cuda_ipc")  # where a verification runs does not change it
 
 
 def default_path() -> Path:

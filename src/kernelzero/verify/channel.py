@@ -16,6 +16,11 @@ privately); worker -> judge: the worker writes `out/N.bin` and names it in the J
 accepts only names `N.bin` in the folder it made, opens them without following links, checks they are
 regular files of exactly the announced size, copies the bytes and deletes the file. So the judge still
 only ever reads raw bytes of a known dtype and size from the candidate's side.
+
+GPU tensors skip the host altogether once the judge has enabled CUDA IPC for a worker (cuda_ipc.py):
+the judge sends `IpcTensor`s (copies in its arena, opened by the worker when it prepares the inputs) and
+the worker names outputs as `{"ipc": handle, "offset": n}` (parsed into `IpcRef`s, which the judge's
+main thread fetches and checks). Without IPC, GPU tensors are moved to the host and sent as above.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "i
 MAX_FRAME = 1 << 36  # 64 GiB: a sanity bound, not a memory limit
 FILE_MIN_BYTES = 1 << 20  # tensors at least this large go through the transfer folder when there is one
 _FILE_NAME = re.compile(r"\d{1,9}\.bin")
-_out = {"dir": None, "seq": 0}  # the worker's side: where send_msg writes large tensors
+_out: dict[str, Any] = {"dir": None, "seq": 0, "ipc": False, "exporter": None}  # the worker's side of send_msg
 
 
 @dataclass(frozen=True)
@@ -57,11 +62,26 @@ class FileSink:
         self.folder = Path(folder)
         self.seq = 0
         self.written: list[Path] = []
+        self.arena = None  # a cuda_ipc.Arena once the judge has enabled IPC for this worker
+        self.lent: list = []  # the judge's views of the GPU tensors of the last message, in order
 
     def clear(self) -> None:
         for path in self.written:
             path.unlink(missing_ok=True)
         self.written = []
+        self.lent = []
+
+    def prepare(self, obj: Any) -> Any:
+        """The object to pickle: GPU tensors lent through the arena (or moved to the host), large ones in files."""
+        gpu = list(_gpu_tensors(obj))
+        if gpu and self.arena is not None:
+            lent = self.arena.lend(gpu)
+            self.lent = [view for _, view in lent]
+            handles = {id(t): sent for t, (sent, _) in zip(gpu, lent)}
+            obj = _replace_gpu(obj, lambda t: handles[id(t)])
+        elif gpu:
+            obj = _replace_gpu(obj, lambda t: t.cpu())
+        return self.externalise(obj)
 
     def externalise(self, obj: Any) -> Any:
         import torch
@@ -80,6 +100,32 @@ class FileSink:
         if isinstance(obj, (list, tuple)):
             return type(obj)(self.externalise(v) for v in obj)
         return obj
+
+
+def _gpu_tensors(obj: Any):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        if obj.device.type == "cuda":
+            yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _gpu_tensors(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _gpu_tensors(v)
+
+
+def _replace_gpu(obj: Any, fn) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return fn(obj) if obj.device.type == "cuda" else obj
+    if isinstance(obj, dict):
+        return {k: _replace_gpu(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_replace_gpu(v, fn) for v in obj)
+    return obj
 
 
 def _internalise(obj: Any) -> Any:
@@ -101,6 +147,11 @@ def _internalise(obj: Any) -> Any:
 def use_out_dir(folder: str | None) -> None:
     """Worker side: write large outgoing tensors to `folder` (None: everything through the pipe)."""
     _out["dir"] = folder
+
+
+def use_ipc(enabled: bool) -> None:
+    """Worker side: send GPU tensors as CUDA IPC handles (the judge asks per command)."""
+    _out["ipc"] = enabled
 
 
 class ChannelError(Exception):
@@ -140,7 +191,7 @@ def send_obj(fd: int, obj: Any, sink: FileSink | None = None) -> None:
 
     if sink is not None:
         sink.clear()  # the worker answered the previous message: its files are no longer needed
-        obj = sink.externalise(obj)
+        obj = sink.prepare(obj)
     buf = io.BytesIO()
     torch.save(obj, buf)
     _write_frame(fd, buf.getbuffer())
@@ -157,11 +208,20 @@ def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
     """Worker -> judge: a JSON header and tensors as raw bytes (moved to CPU, made contiguous)."""
     import torch
 
-    cpu = [t.detach().to("cpu").contiguous() for t in tensors]
+    lent = {}
+    if _out["ipc"] and any(t.is_cuda for t in tensors):
+        from kernelzero.verify.cuda_ipc import Exporter
+
+        _out["exporter"] = _out["exporter"] or Exporter()
+        on_gpu = [i for i, t in enumerate(tensors) if t.is_cuda]
+        lent = dict(zip(on_gpu, _out["exporter"].export([tensors[i] for i in on_gpu])))
+    cpu = [t if i in lent else t.detach().to("cpu").contiguous() for i, t in enumerate(tensors)]
     specs = []
-    for t in cpu:
+    for i, t in enumerate(cpu):
         spec = [str(t.dtype).removeprefix("torch."), list(t.shape)]
-        if _out["dir"] and t.numel() * t.element_size() >= FILE_MIN_BYTES:
+        if i in lent:
+            spec.append(lent[i])
+        elif _out["dir"] and t.numel() * t.element_size() >= FILE_MIN_BYTES:
             _out["seq"] += 1
             name = f"{_out['seq']}.bin"
             t.reshape(-1).view(torch.uint8).numpy().tofile(os.path.join(_out["dir"], name))
@@ -232,6 +292,9 @@ def recv_msg(fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None) 
         nbytes = numel * dtype.itemsize
         if nbytes > max_bytes:
             raise ChannelError(f"tensor of {nbytes} bytes exceeds the limit")
+        if len(spec) == 3 and isinstance(spec[2], dict):
+            tensors.append(_ipc_ref(spec, dtype, tuple(shape), nbytes))
+            continue
         if len(spec) == 3:
             t = _read_file(file_dir, spec[2], nbytes)
         else:
@@ -241,3 +304,18 @@ def recv_msg(fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None) 
             t = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
         tensors.append(t.view(dtype).reshape(shape) if nbytes else torch.empty(shape, dtype=dtype))
     return header, tensors
+
+
+def _ipc_ref(spec: list, dtype: torch.dtype, shape: tuple[int, ...], nbytes: int):
+    """A checked `IpcRef` from a worker's spec `[dtype, shape, {"ipc": hex, "offset": n}]` (not opened here)."""
+    from kernelzero.verify.cuda_ipc import HANDLE_BYTES, IpcRef
+
+    where = spec[2]
+    try:
+        handle = bytes.fromhex(where["ipc"])
+        offset = where["offset"]
+        assert set(where) == {"ipc", "offset"} and len(handle) == HANDLE_BYTES
+        assert isinstance(offset, int) and 0 <= offset < MAX_FRAME
+    except (KeyError, TypeError, ValueError, AssertionError):
+        raise ChannelError(f"malformed GPU tensor spec {spec!r}") from None
+    return IpcRef(handle, offset, nbytes, dtype, shape)

@@ -32,7 +32,7 @@ def triton_compile_check(judge: "Judge", cand_path: Path) -> "Verdict | None":
                      "dtype": judge.opts.precision, "eval_mode": judge.opts.eval_mode, "gpu_mem_fraction": 1.0})  # fmt: skip
         reply, _ = worker.receive(judge.opts.build_timeout_s, "loading for the GPU compile check")
         if reply["ok"]:
-            inputs, _ = judge._inputs(judge.seed + 1)
+            inputs = judge._inputs(judge.seed + 1)
             worker.send({"cmd": "gpu_compile", "inputs": inputs, "arch": judge.opts.target_arch})
             reply, _ = worker.receive(judge.opts.build_timeout_s, f"compiling for sm_{judge.opts.target_arch}")
     finally:

@@ -9,6 +9,7 @@ of `verify()`, so a crash of the reference or of torch cannot take the caller do
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -86,13 +87,20 @@ class Judge:
         self.stage_s[stage] = round(self.stage_s.get(stage, 0.0) + time.perf_counter() - start, 4)
 
     # -- reference side --------------------------------------------------------------------------
-    def _inputs(self, seed: int) -> tuple[list, list]:
-        """(host copy to send to the worker, device copy for the reference) of one input draw."""
+    def _inputs(self, seed: int) -> list:
+        """One input draw, on the judge's device (the channel hands the worker copies).
+
+        With a secret seed the draw happens on the GPU itself (seconds of CPU work less per trial at bench
+        sizes); a fixed seed (the kernelbench profile) draws on the CPU, as KernelBench does, so its
+        inputs are KernelBench's.
+        """
         torch.manual_seed(seed)
-        raw = list(self.ref.get_inputs())
+        on_gpu = self.device == "cuda" and self.opts.seed is None
+        with torch.device(self.device) if on_gpu else contextlib.nullcontext():
+            raw = list(self.ref.get_inputs())
         dtype = DTYPES[self.opts.precision]
         cast = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in raw]
-        return cast, [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cast]
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cast]
 
     def _on_device(self, tensors: list) -> list:
         return [t.to(self.device) for t in tensors]
@@ -139,12 +147,18 @@ class Judge:
         self.notes += started.plan.notes
         worker = started.worker
         try:
+            if self.device == "cuda" and self.opts.cuda_ipc:
+                why = worker.check_ipc()
+                self._timed("ipc_check", start)
+                if why:
+                    self.notes.append(f"GPU tensors moved through host memory (CUDA IPC unavailable: {why[:200]})")
             # The candidate's import (its builds) runs before this sample takes the GPU.
             self.fields["stage_hint"] = "build"
+            started_import = time.perf_counter()
             worker.send({"cmd": "import", "path": str(started.cand_path), "device": self.device,
                          "interpret": started.interpret, "gpu_mem_fraction": self.opts.gpu_mem_fraction})  # fmt: skip
             reply, _ = worker.receive(self.opts.build_timeout_s, "importing the candidate (building its kernels)")
-            self._timed("import", start)
+            self._timed("import", started_import)
             if not reply["ok"]:
                 return self._failed(reply)
             self.stage_s["build"] = round(reply["build_s"], 4)
@@ -154,8 +168,8 @@ class Judge:
 
             torch.zeros(1, device="cuda")  # create the CUDA context before taking the GPU
             try:
-                with gpu_lease() as waited:
-                    held = time.perf_counter()
+                with gpu_lease(shared=True) as waited:  # checks share the GPU; timing takes it alone (_timing)
+                    held = self.lease_held_at = time.perf_counter()
                     self.stage_s["gpu_wait"] = round(waited, 4)
                     self.stage_s["gpu_lease_at"] = round(time.time(), 3)  # wall clock, to check leases never overlap
                     if probe_log:
@@ -167,6 +181,7 @@ class Judge:
                         raise
                     finally:
                         self.stage_s["gpu_lease"] = round(time.perf_counter() - held, 4)
+                        self.stage_s.setdefault("gpu_shared", self.stage_s["gpu_lease"])
                     if verdict.status == "crash":
                         mark_suspect()
                     return replace(verdict, stage_seconds={**verdict.stage_seconds, **self.stage_s})
@@ -231,14 +246,18 @@ class Judge:
         passed = 0
         draws: list = []
         for trial in range(self.opts.trials):
-            host_inputs, inputs = self._inputs(self.seed + 1 + trial)
+            inputs = self._inputs(self.seed + 1 + trial)
             t0 = time.perf_counter()
             expected = self._expected(inputs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
             self.stage_s["ref_forward_ms"] = max(self.stage_s.get("ref_forward_ms", 0), (time.perf_counter() - t0) * 1e3)
             start = time.perf_counter()
-            worker.send({"cmd": "run", "inputs": host_inputs})
+            worker.send({"cmd": "run", "inputs": inputs})
             reply, tensors = worker.receive(self._run_timeout(), f"correctness trial {trial}")
             self._timed("correctness", start)
+            if trial == 0:  # Triton's JIT compile happens here
+                self._timed("first_call", start)
             if not reply["ok"]:
                 return self._failed(reply)
             if reply.get("bf16") and "bf16" not in " ".join(self.notes):
@@ -247,6 +266,8 @@ class Judge:
             if rejected is not None:
                 return rejected
             outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"]:]
+            if worker.ipc:  # the worker ran on the judge's lent copies: read them where they are
+                after = worker.sink.lent
             if trial < 2:
                 draws.append((expected, inputs))
             failure = compare(expected, self._on_device(outs), self.atol, self.rtol, trial)
@@ -300,9 +321,17 @@ class Judge:
             note = "no GPU: correctness only" if self.device == "cpu" else "timing not asked for"
             status, message, per = self.policy_result("correct", "")
             return self.verdict(status, "done", message, timing_note=note, policy_status=per)
+        from kernelzero.verify.lease import exclusive_gpu
         from kernelzero.verify.reference import timed_comparison
 
-        return timed_comparison(self, worker)
+        self.stage_s["gpu_shared"] = round(time.perf_counter() - self.lease_held_at, 4)  # then it lets go to time
+        with exclusive_gpu() as waited:
+            held = time.perf_counter()
+            self.stage_s.update(gpu_excl_wait=round(waited, 4), gpu_excl_at=round(time.time(), 3))
+            try:
+                return timed_comparison(self, worker)
+            finally:
+                self.stage_s["gpu_excl"] = round(time.perf_counter() - held, 4)
 
 
 def judge_request(request: dict, started: StartedWorker | None = None) -> dict:

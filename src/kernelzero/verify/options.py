@@ -54,6 +54,7 @@ class VerifyOptions:
     # Where a verification runs (not what it decides; left out of the verdict store's key):
     build_cache: str = ""  # prebuilt load_inline libraries (verify/cuda_build.py); "": the default cache folder
     gpu_index: int | None = None  # pin the judge and worker to this visible GPU (pool runners); None: inherit
+    cuda_ipc: bool = True  # hand GPU tensors between judge and worker through CUDA IPC where it works (cuda_ipc.py)
 
 
 def default_tolerance(profile: str, precision: str) -> float:

@@ -94,14 +94,13 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
 
     judge.fields["stage_hint"] = "timing"
     start = time.perf_counter()
-    draws = [judge._inputs(judge.seed + 1000 + k) for k in range(judge.opts.input_sets)]
-    sets = [device for _, device in draws]
+    sets = [judge._inputs(judge.seed + 1000 + k) for k in range(judge.opts.input_sets)]
     expected = [judge._expected(s) for s in sets]
     rng = random.Random(secrets.randbits(64))
     order = [k % len(sets) for k in range(judge.opts.timed_calls)]
     rng.shuffle(order)
     host_check = judge.opts.profile != "kernelbench" or judge.opts.confirming
-    worker.send({"cmd": "time", "input_sets": [host for host, _ in draws], "order": order, "warmup": judge.opts.warmup_calls,
+    worker.send({"cmd": "time", "input_sets": sets, "order": order, "warmup": judge.opts.warmup_calls,
                  "host_check": host_check})  # fmt: skip
     reply, tensors = worker.receive(judge._run_timeout() * 4, "timing")
     judge._timed("timing", start)

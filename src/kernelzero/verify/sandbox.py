@@ -194,6 +194,8 @@ class WorkerProcess:
         self.xfer = _transfer_folder(plan)
         env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
         self.sink = FileSink(self.xfer / "in")
+        self.ipc = False  # GPU tensors both ways through CUDA IPC (after `check_ipc`)
+        self.spent_arena = None  # an arena from a failed IPC check, freed with the worker
         rfd, wfd = os.pipe()
         self.log_path = workdir / "worker.log"
         log = open(self.log_path, "wb")
@@ -220,7 +222,7 @@ class WorkerProcess:
 
     def send(self, obj: dict[str, Any]) -> None:
         try:
-            send_obj(self.proc.stdin.fileno(), obj, self.sink)
+            send_obj(self.proc.stdin.fileno(), {**obj, "ipc_out": self.ipc}, self.sink)
         except (BrokenPipeError, OSError):
             raise self._death("the candidate's process closed its input") from None
 
@@ -251,7 +253,53 @@ class WorkerProcess:
                 continue
             if isinstance(item, Exception):
                 raise self._death(f"the candidate's process ended during {what} without a result")
+            return self._fetch_gpu(item, what)
+
+    def _fetch_gpu(self, item: tuple[dict[str, Any], list], what: str) -> tuple[dict[str, Any], list]:
+        """Copy tensors the worker lent through CUDA IPC into the judge's memory (this thread has the context)."""
+        header, tensors = item
+        if not self.ipc:
             return item
+        from kernelzero.verify.cuda_ipc import IpcError, IpcRef, fetch
+
+        refs = [i for i, t in enumerate(tensors) if isinstance(t, IpcRef)]
+        if not refs:
+            return item
+
+        try:
+            own = fetch([tensors[i] for i in refs])
+        except IpcError as exc:
+            self.kill()
+            raise WorkerDied("crash", f"unusable GPU memory handle from the candidate's process during {what}: {exc}") from None
+        tensors = list(tensors)
+        for i, t in zip(refs, own):
+            tensors[i] = t
+        return header, tensors
+
+    def check_ipc(self, timeout_s: float = 60.0) -> str:
+        """Turn CUDA IPC on when a probe goes both ways intact; "" when on, else why it stays off.
+
+        Runs before the candidate is imported, so a failure here is the machine's, never the candidate's.
+        """
+        import torch
+
+        from kernelzero.verify.cuda_ipc import Arena, IpcError
+
+        try:
+            self.sink.arena = Arena()
+            probe = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8, device="cuda")
+            self.ipc = True  # the worker answers through IPC, and the reply is fetched that way
+            self.send({"cmd": "ipc_check", "probe": probe})
+            reply, tensors = self.receive(timeout_s, "the CUDA IPC check")
+            if not reply.get("ok"):
+                raise IpcError(reply.get("message", "the worker could not open the judge's memory"))
+            if len(tensors) != 1 or not torch.equal(tensors[0], probe):
+                raise IpcError("the probe came back changed")
+            return ""
+        except (IpcError, OSError, WorkerDied, RuntimeError) as exc:
+            self.ipc = False
+            self.spent_arena, self.sink.arena = self.sink.arena, None
+            return f"{type(exc).__name__}: {exc}"
 
     def _death(self, message: str) -> WorkerDied:
         try:
@@ -290,6 +338,10 @@ class WorkerProcess:
             pass
         self.kill()
         shutil.rmtree(self.xfer, ignore_errors=True)
+        for arena in (self.sink.arena, self.spent_arena):  # the worker is gone: nothing maps them any more
+            if arena is not None:
+                arena.free()
+        self.sink.arena = self.spent_arena = None
 
 
 def _transfer_folder(plan: SandboxPlan) -> Path:

@@ -5,9 +5,11 @@ and decides the status. The worker imports the candidate (building its kernels),
 `ModelNew`, runs the forward calls the judge asks for on the inputs the judge sends, and sends back
 outputs as raw bytes. Commands arrive as pickles on stdin; replies leave as JSON + bytes on OUT_FD.
 
-Commands: `import` (guards, then import the candidate: its builds), `load` (construct, load the
-reference's weights), `run` (one forward, outputs and
-inputs-after back), `time` (warm-up, timed calls over rotating input sets, last outputs back).
+Commands: `ipc_check` (open a buffer the judge lends through CUDA IPC, send it back the same way; runs
+before the candidate is imported), `import` (guards, then import the candidate: its builds), `load`
+(construct, load the reference's weights), `run` (one forward, outputs and inputs-after back; inputs the
+judge lent through IPC it inspects itself), `time` (warm-up, timed calls over rotating input sets, last
+outputs back). Every command says whether replies may carry GPU tensors as IPC handles (`ipc_out`).
 """
 
 from __future__ import annotations
@@ -139,7 +141,19 @@ class Worker:
             return "loaded"
         return "seeded"
 
+    def ipc_check(self, req: dict[str, Any]) -> None:
+        from kernelzero.verify.cuda_ipc import open_lent
+
+        try:
+            probe = open_lent(req["probe"]).clone()
+        except Exception as exc:  # noqa: BLE001 - any failure means: no IPC on this machine
+            return send_msg(self.out, {"ok": False, "message": f"{type(exc).__name__}: {exc}"})
+        send_msg(self.out, {"ok": True}, [probe])
+
     def _prepare(self, inputs: list[Any]) -> list[Any]:
+        from kernelzero.verify.cuda_ipc import IpcTensor, open_lent
+
+        inputs = [open_lent(x) if isinstance(x, IpcTensor) else x for x in inputs]
         out = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
         if self.guard is not None:
             out = [self.guard(x) if isinstance(x, torch.Tensor) else x for x in out]
@@ -159,6 +173,9 @@ class Worker:
     def run(self, req: dict[str, Any]) -> None:
         from kernelzero.verify.guards import output_problem
 
+        from kernelzero.verify.cuda_ipc import IpcTensor
+
+        lent = any(isinstance(x, IpcTensor) for x in req["inputs"])  # the judge reads those itself
         inputs = self._prepare(req["inputs"])
         try:
             with self.guards.observe(record_ops=True):
@@ -169,7 +186,7 @@ class Worker:
             return self.reply_error(exc, "correctness")
         if outs is None:
             return
-        tensors_in = [x for x in inputs if isinstance(x, torch.Tensor)]
+        tensors_in = [] if lent else [x for x in inputs if isinstance(x, torch.Tensor)]
         report = {"launches": dict(self.guards.launches), "torch_ops": self.guards.last_ops,
                   "tampered": self.guards.tampered(), "output_problem": output_problem(outs, inputs),
                   "bf16": bool(self.log and self.log.saw_bf16)}  # fmt: skip
@@ -244,15 +261,17 @@ def _fresh(x: Any, factor: float | None) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    from kernelzero.verify.channel import use_out_dir
+    from kernelzero.verify.channel import use_ipc, use_out_dir
 
     use_out_dir(os.environ.get("KZ_XFER_OUT"))
     worker = Worker(int(argv[0]))
-    handlers = {"import": worker.import_candidate, "load": worker.load, "run": worker.run, "time": worker.time, "gpu_compile": worker.gpu_compile}
+    handlers = {"import": worker.import_candidate, "load": worker.load, "run": worker.run, "time": worker.time,
+                "gpu_compile": worker.gpu_compile, "ipc_check": worker.ipc_check}  # fmt: skip
     while True:
         req = recv_obj(0)
         if req["cmd"] == "exit":
             return 0
+        use_ipc(req.get("ipc_out", False))
         handlers[req["cmd"]](req)
 
 
