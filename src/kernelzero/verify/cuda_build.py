@@ -301,6 +301,14 @@ def load_library(name: str, library: str | Path):
     return module
 
 
+private_builds: list[str] = []  # worker side: load_inline calls the shared cache could not answer, and why
+
+
+def tools_digest() -> str:
+    """A short hash of `toolchain()`, to tell from a note whether two processes keyed builds alike."""
+    return hashlib.sha256(json.dumps(toolchain(), sort_keys=True).encode()).hexdigest()[:8]
+
+
 def install_cache_hook(cache_dir: str | Path, private_dir: str | Path) -> None:
     """Make `load_inline` use prebuilt libraries from `cache_dir`, else build into `private_dir`.
 
@@ -324,8 +332,14 @@ def install_cache_hook(cache_dir: str | Path, private_dir: str | Path) -> None:
             key = build_key(build, toolchain())
         except Exception:  # an argument torch would reject: let torch say so
             return original(*args, **kwargs)
-        lib = shared.get(key)
+        try:
+            lib = shared.get(key)
+        except OSError as exc:
+            lib, why = None, f"shared cache unreadable: {exc.strerror}"
+        else:
+            why = "not in the shared cache"
         if lib is None:
+            private_builds.append(f"{build.name} built privately ({why}; key {key[:12]}, tools {tools_digest()})")
             result = build_extension(build, private, tools=toolchain(), pch_root=shared.root, build_pch=False)
             if not result.ok:
                 raise BuildError(f"Error building extension '{build.name}':\n{result.log[-6000:]}")

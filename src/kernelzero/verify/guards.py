@@ -59,6 +59,9 @@ class Guards:
         self.launches: dict[str, int] = {}
         self.recorder: OpRecorder | None = None
         self._snapshot = self._targets()
+        with self.observe(record_ops=True):  # the first dispatch mode costs seconds of imports: pay them here,
+            torch.zeros(2).add_(1)  # before the candidate is imported and long before the GPU is held
+        self.launches, self.last_ops = {}, []
 
     # -- launches --------------------------------------------------------------------------------
     def _count(self, name: str) -> None:

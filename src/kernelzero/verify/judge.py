@@ -162,6 +162,7 @@ class Judge:
             if not reply["ok"]:
                 return self._failed(reply)
             self.stage_s["build"] = round(reply["build_s"], 4)
+            self.notes += [f"worker: {str(n)[:300]}" for n in reply.get("notes", [])[:4]]  # its words, not ours
             if self.device != "cuda":
                 return self._with_lease(private, worker, started)
             from kernelzero.verify.lease import GpuUnhealthy, gpu_lease, mark_suspect, probe_log

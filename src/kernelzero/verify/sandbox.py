@@ -39,7 +39,8 @@ CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
-            "KZ_BUILD_CACHE", "TORCH_CUDA_ARCH_LIST")
+            "KZ_BUILD_CACHE", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "CUDAHOSTCXX")  # the compilers: the worker
+# must build (and key builds, cuda_build.toolchain) with the same ones as the pool's builders
 
 
 class WorkerDied(Exception):

@@ -107,7 +107,9 @@ class Worker:
             return {"ok": False, "status": "format_error", "stage": "load",
                     "message": "the candidate defines no `class ModelNew(nn.Module)`", "log": ""}  # fmt: skip
         self.module = module
-        return {"ok": True, "build_s": time.perf_counter() - start}
+        from kernelzero.verify import cuda_build
+
+        return {"ok": True, "build_s": time.perf_counter() - start, "notes": list(cuda_build.private_builds)}
 
     def load(self, req: dict[str, Any]) -> None:
         """Construct ModelNew (importing first unless `import` ran) and load the reference's weights."""
