@@ -86,7 +86,8 @@ def bench_builds(args) -> dict:
     warm = build_extension(_distinct(builds[0][1], "pch warm-up"), cache, tools=tools)
     one_time = {"pch_s": warm.seconds.get("pch"), "first_build_s": warm.seconds.get("total")}
     print("one-time", one_time, flush=True)
-    recipes = [("kernelzero", {}, args.fast), ("kernelzero, no pch/light", {"use_pch": False, "light_headers": False}, args.fast_plain)]
+    recipes = [("kernelzero (split)", {}, args.fast), ("kernelzero, no split", {"split": False}, args.fast_nosplit),
+               ("kernelzero, no split/pch/light", {"use_pch": False, "light_headers": False, "split": False}, args.fast_plain)]  # fmt: skip
     for recipe, flags, count in recipes:
         for i in range(count):
             name, b = builds[i % len(builds)]
@@ -234,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--baseline", type=int, default=2)
     b.add_argument("--fast", type=int, default=5)
     b.add_argument("--fast-plain", type=int, default=0)
+    b.add_argument("--fast-nosplit", type=int, default=0)
     t = sub.add_parser("throughput")
     t.add_argument("--seconds", type=float, default=300)
     t.add_argument("--gpus", type=int, default=1)

@@ -10,7 +10,7 @@ out="${OUT:-bench/out}"; mkdir -p "$out"
 nvidia-smi -L; nproc
 for step in "$@"; do
   case "$step" in
-    builds) python3 bench/service_bench.py builds --baseline 2 --fast 6 --fast-plain 1 --json "$out/builds.json" > "$out/builds.log" 2>&1 ;;
+    builds) python3 bench/service_bench.py builds --baseline 2 --fast 8 --fast-nosplit 4 --fast-plain 1 --json "$out/builds.json" > "$out/builds.log" 2>&1 ;;
     probe) python3 bench/service_bench.py probe --json "$out/probe.json" > "$out/probe.log" 2>&1 ;;
     tp1) taskset -c 0-15 python3 bench/service_bench.py throughput --seconds 300 --gpus 1 --per-gpu 6 --json "$out/tp1.json" > "$out/tp1.log" 2>&1 ;;
     tp2) python3 bench/service_bench.py throughput --seconds 300 --gpus 2 --per-gpu 6 --json "$out/tp2.json" > "$out/tp2.log" 2>&1 ;;

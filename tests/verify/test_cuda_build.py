@@ -115,3 +115,21 @@ def test_light_headers_drop_only_the_extension_include():
     out = lighten(text)
     assert "#include <torch/types.h>" in out and "// torch/extension.h" in out
     assert not EXTENSION_INCLUDE.search(out) and out.count("\n") == text.count("\n")  # line numbers kept
+
+
+def test_light_headers_can_keep_the_first_include():
+    text = "#include <torch/extension.h>\nint a;\n#include <torch/extension.h>\n"
+    out = lighten(text, keep_first=True)
+    assert out.startswith("#include <torch/extension.h>\n") and len(EXTENSION_INCLUDE.findall(out)) == 1
+
+
+@pytest.mark.slow
+def test_sources_that_include_torch_extension_again_build_with_the_precompiled_header(tmp_path):
+    """LLM candidates often start cpp_sources with `#include <torch/extension.h>`: with the precompiled header
+    a second include used to fail the build (GCC looks for the header beside the .gch). ~100 s on 2 cores."""
+    build = InlineBuild(name="kz_dup", cpp_sources=("#include <torch/extension.h>\nint triple(int x) { return 3 * x; }",),
+                        cuda_sources=(), functions=("triple",), with_cuda=False)  # fmt: skip
+    result = build_extension(build, BuildCache(tmp_path))
+    assert result.ok, result.log
+    assert "pch" in result.transforms
+    assert load_library("kz_dup", result.library).triple(5) == 15

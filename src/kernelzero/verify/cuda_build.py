@@ -17,9 +17,10 @@ What the recipe changes against torch's `load_inline`, and why each change keeps
 | own build folder per build | no lock on torch's shared extensions folder, so builds never wait on each other; the folder name does not reach the compiler |
 | a precompiled `torch/extension.h` for main.cpp | built once per set of C++ flags with exactly those flags (minus `-DTORCH_EXTENSION_NAME`, which the header does not use) and found through an extra `-I` folder holding only the `.gch`; GCC checks the flags itself and parses the real header when they differ (`-Winvalid-pch` says so in the log) |
 | `#include <torch/extension.h>` dropped from `cuda.cu` | torch's prelude already includes `torch/types.h` (tensors, ATen ops, factories); `extension.h` adds the Python bindings and the C++ frontend (nn, optim, data), which kernels and launchers rarely use. If the lighter file does not compile, the file as written is compiled and its result stands, so a source never changes from failing to passing or the other way round. Risk: an overload declared only in the frontend headers that would have been preferred over an ATen one; we know of none for the names launchers use |
+| host/device split (cuda_split.py) | the CUDA source becomes `device.cu` (kernels, device functions, types, macros; no torch header; one launcher per kernel) for nvcc and `host.cpp` (host functions, launches through the launchers; the precompiled `torch/extension.h`) for the host compiler, each item keeping its text and order; refused for what it does not model (templates, globals, conditional compilation, ...), and a split that does not compile falls back to `cuda.cu` as written, which decides. Host code then gets torch's C++ flags rather than nvcc's host pass (`-O` level may differ; `__CUDACC__` is not defined for it) |
 | the build cache | keyed on the recipe version, the build's arguments, torch/CUDA/compiler versions and the arch list: a hit is what a fresh build of the same input would produce |
 
-Not changed: the CUDA compile itself (nvcc's own stages), host and device `-O` levels, the link.
+Not changed: the device compile (nvcc's flags and stages), the link.
 Protected: the cache is written only by trusted code (`prebuild`, run by the pool); the worker's private
 builds go to its own folder. A worker running as root on a machine without a user drop could still
 write the cache folder (see README, the trust model).
@@ -47,8 +48,9 @@ from pathlib import Path
 from kernelzero.types import from_dict
 from kernelzero.verify.build_cache import BuildCache
 from kernelzero.verify.cuda_capture import InlineBuild, _read_bounded, _recorded, _run_group
+from kernelzero.verify.cuda_split import host_defines_and_opt, split_sources
 
-RECIPE = "kz-build-1"  # bump when the recipe changes: old cache entries are then never used
+RECIPE = "kz-build-2"  # bump when the recipe changes: old cache entries are then never used
 EXTENSION_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][ \t]*$", re.M)
 
 
@@ -184,9 +186,20 @@ def _pch(cache_root: Path, cxx: str, cflags: str, post_cflags: str, timeout_s: f
         return None, time.perf_counter() - start
 
 
-def lighten(cuda_text: str) -> str:
-    """`cuda.cu` without its `#include <torch/extension.h>` lines (each becomes a comment: line numbers stay)."""
-    return EXTENSION_INCLUDE.sub("// include of torch/extension.h dropped by kernelzero (cuda_build.py)", cuda_text)
+def lighten(cuda_text: str, keep_first: bool = False) -> str:
+    """The text without its `#include <torch/extension.h>` lines (each becomes a comment: line numbers stay).
+
+    `keep_first`: keep the first one. A unit compiled with the precompiled header may include the header only
+    once (GCC then looks for the real header beside the .gch and fails); the header has `#pragma once`, so
+    the later includes do nothing anyway.
+    """
+    seen = []
+
+    def drop(m: re.Match) -> str:
+        seen.append(m)
+        return m.group(0) if keep_first and len(seen) == 1 else "// include of torch/extension.h dropped by kernelzero (cuda_build.py)"
+
+    return EXTENSION_INCLUDE.sub(drop, cuda_text)
 
 
 def _stage_seconds(folder: Path) -> dict[str, float]:
@@ -199,14 +212,15 @@ def _stage_seconds(folder: Path) -> dict[str, float]:
         parts = line.split("\t")
         if len(parts) >= 4:
             target = parts[3]
-            label = "cuda.cu" if target.endswith(".cuda.o") else "main.cpp" if target.endswith("main.o") else "link"
+            label = "cuda.cu" if target.endswith(".cuda.o") else "main.cpp" if target.endswith("main.o") else \
+                "host.cpp" if target.endswith("host.o") else "link"  # fmt: skip
             out[label] = round((int(parts[1]) - int(parts[0])) / 1e3, 3)
     return out
 
 
 def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float = 600.0, use_pch: bool = True,
-                    light_headers: bool = True, tools: dict | None = None, pch_root: Path | None = None,
-                    build_pch: bool = True) -> BuildResult:  # fmt: skip
+                    light_headers: bool = True, split: bool = True, tools: dict | None = None,
+                    pch_root: Path | None = None, build_pch: bool = True) -> BuildResult:  # fmt: skip
     """Build one extension into `cache` (or find it there). Never raises for a failed compile.
 
     The precompiled header lives under `pch_root` (default: the cache's root); `build_pch=False` only
@@ -230,21 +244,48 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
         for name, text in files.items():
             (folder / name).write_text(text)
         cuda_text = files.get("cuda.cu", "")
-        if light_headers and cuda_text and not build.no_implicit_headers and EXTENSION_INCLUDE.search(cuda_text):
+        written = [folder / "main.cpp"] + ([folder / "cuda.cu"] if "cuda.cu" in files else [])
+        sources = split_sources(build, folder) if split and cuda_text and not build.no_implicit_headers else None
+        if sources:
+            transforms.append("split")
+        elif light_headers and cuda_text and not build.no_implicit_headers and EXTENSION_INCLUDE.search(cuda_text):
             (folder / "cuda.cu").write_text(lighten(cuda_text))
             transforms.append("light-headers")
-        sources = [folder / "main.cpp"] + ([folder / "cuda.cu"] if "cuda.cu" in files else [])
+        sources = sources or written
+        pch = host_pch = None
         text = _ninja_text(build, folder, sources, with_cuda)
+        cflags = _ninja_var(text, "cflags")
+        host_cflags = f"{cflags} {host_defines_and_opt(build, cflags)}"  # what nvcc's host pass gave that code
         if use_pch and not build.no_implicit_headers:
             cxx = _ninja_var(text, "cxx") or "c++"
-            pch, pch_s = _pch(pch_root or cache.root, cxx, _ninja_var(text, "cflags"), _ninja_var(text, "post_cflags"),
-                              timeout_s, may_build=build_pch)  # fmt: skip
-            if pch_s:
-                seconds["pch"] = round(pch_s, 3)
+            for flags in dict.fromkeys([cflags] + ([host_cflags] if "split" in transforms else [])):
+                found, pch_s = _pch(pch_root or cache.root, cxx, flags, _ninja_var(text, "post_cflags"), timeout_s,
+                                    may_build=build_pch)  # fmt: skip
+                seconds["pch"] = round(seconds.get("pch", 0.0) + pch_s, 3) if pch_s else seconds.get("pch", 0.0)
+                pch = found if flags == cflags else pch
+                host_pch = found if flags == host_cflags else host_pch
+            if not seconds.get("pch"):
+                seconds.pop("pch", None)
             if pch is not None:
-                text = re.sub(r"^cflags = ", f"cflags = -I{shlex.quote(str(pch))} -Winvalid-pch ", text, count=1, flags=re.M)
-                (folder / "build.ninja").write_text(text)
                 transforms.append("pch")
+                for unit in ("main.cpp", "host.cpp"):  # one include of the precompiled header per unit
+                    path = folder / unit
+                    if path.exists():
+                        path.write_text(lighten(path.read_text(), keep_first=True))
+
+        def with_pch(flags: str, folder_of_pch: Path | None) -> str:
+            return f"-I{shlex.quote(str(folder_of_pch))} -Winvalid-pch {flags}" if folder_of_pch is not None else flags
+
+        def write_ninja(srcs: list[Path]) -> None:
+            text = _ninja_text(build, folder, srcs, with_cuda)
+            text = re.sub(r"^cflags = .*$", lambda _: f"cflags = {with_pch(cflags, pch)}", text, count=1, flags=re.M)
+            host = folder / "host.cpp"
+            if host in srcs:  # an edge-level binding: only host.o gets these flags
+                text = re.sub(rf"^(build [^\n]*host\.o: compile {re.escape(str(host))})$",
+                              lambda m: f"{m.group(1)}\n  cflags = {with_pch(host_cflags, host_pch)}", text, count=1, flags=re.M)  # fmt: skip
+            (folder / "build.ninja").write_text(text)
+
+        write_ninja(sources)
         log = folder / "ninja.log"
 
         def ninja() -> tuple[int, bool]:
@@ -253,6 +294,10 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
             return code, timed_out
 
         code, timed_out = ninja()
+        if code != 0 and not timed_out and "split" in transforms:  # the source as written decides
+            write_ninja(written)
+            transforms[transforms.index("split")] = "split-fell-back"
+            code, timed_out = ninja()
         if code != 0 and not timed_out and "light-headers" in transforms and not any(folder.glob("*.cuda.o")):
             (folder / "cuda.cu").write_text(cuda_text)  # the file as written decides
             transforms[transforms.index("light-headers")] = "light-headers-fell-back"
