@@ -1,7 +1,6 @@
 """Faults of the local pool and the GPU lease, on the CPU: a runner (judge process) killed mid-job,
-the lease's mutual exclusion and its health probe after a crash."""
+the lease's health probe after a crash (who may hold the lease when: test_lease.py)."""
 
-import multiprocessing
 import os
 import signal
 import threading
@@ -136,3 +135,10 @@ def test_verdicts_about_the_runner_are_not_stored(tmp_path):
                 device="cpu", stage="runner")  # fmt: skip
     store.put("k", v)
     assert store.get("k") is None
+
+
+def test_gpu_busy_counts_overlapping_leases_once():
+    from kernelzero.service.pool import _covered
+
+    assert _covered([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0), (5.5, 5.7)]) == pytest.approx(4.0)
+    assert _covered([]) == 0.0

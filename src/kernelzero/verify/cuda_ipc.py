@@ -165,8 +165,8 @@ class Arena:
     def lend(self, tensors: list[torch.Tensor]) -> list[tuple[IpcTensor, torch.Tensor]]:
         """Copy `tensors` into one allocation; (what to send, the judge's view of the copy) for each.
 
-        The largest allocation so far is reused when it is big enough (the worker answered the previous
-        message, so its contents are no longer needed); else a new one is made. None is freed before `free()`.
+        An earlier allocation big enough is reused (the worker answered the previous message, so its
+        contents are no longer needed); else a new one is made. None is freed before `free()`.
         """
         need = sum(_aligned(nbytes_of(t)) for t in tensors)
         fits = [a for a in self.allocations if a.size >= need]
