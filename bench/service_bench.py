@@ -137,6 +137,7 @@ def bench_throughput(args) -> dict:
     timings: dict[str, dict[int, list[float]]] = {}
     stages: dict[str, list[float]] = {}
     leases: dict[str, list[tuple[float, float]]] = {}
+    cpu_before = _cpu_times()
     for req, verdict in verify_many(requests(args.seconds, args.cuda_share, opts), store=None, gpus=gpus,
                                     per_gpu=args.per_gpu, build_jobs=args.build_jobs, build_cache=cache, stats=stats):  # fmt: skip
         statuses[verdict.status] = statuses.get(verdict.status, 0) + 1
@@ -156,12 +157,29 @@ def bench_throughput(args) -> dict:
         if stats.samples % 20 == 0:
             print(json.dumps(stats.summary()), flush=True)
     out = stats.summary()
+    busy, total = (b - a for a, b in zip(cpu_before, _cpu_times()))
+    jobs = args.build_jobs or max(1, (len(os.sched_getaffinity(0)) - 2 * args.gpus) // 2)
+    out.update(utilisation={"cpu": round(busy / total, 3) if total else None,  # all cores this process may use
+                            "build_stage": round(stats.build_s / (out["wall_s"] * jobs), 3) if out["wall_s"] else None})
     out.update(lease_overlaps=overlaps(leases), statuses=statuses, gpus_asked=args.gpus, per_gpu=args.per_gpu, seconds=args.seconds,
                latency_median_s={k: round(statistics.median(v), 1) for k, v in per_backend.items() if v},
                stage_median_s={k: round(statistics.median(v), 3) for k, v in sorted(stages.items())},
                timing_by_gpu={k: {g: [round(statistics.median(t), 4), round(min(t), 4), round(max(t), 4), len(t)]
                                   for g, t in v.items()} for k, v in timings.items()})  # fmt: skip
     return out
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of the CPUs this process may run on, from /proc/stat."""
+    allowed = os.sched_getaffinity(0)
+    busy = total = 0
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in allowed:
+            values = [int(v) for v in fields[:8]]
+            total += sum(values)
+            busy += sum(values) - values[3] - values[4]  # minus idle and iowait
+    return busy, total
 
 
 def overlaps(leases: dict[str, list]) -> dict[str, int]:

@@ -99,3 +99,17 @@ def test_leases_are_reentrant_but_never_silently_upgraded(lease):
         with lease.exclusive_gpu("gpu-w"):
             with lease.gpu_lease("gpu-w") as inner:  # the stricter second verification, inside the timing
                 assert inner == 0.0
+
+
+def test_the_bench_reports_every_timed_span_that_meets_another_sample():
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [str(root / "bench"), str(root / "tests" / "verify")]
+    from service_bench import overlaps
+
+    apart = [((0.0, 2.0), (1.0, 2.0)), ((0.5, 0.9), None), ((3.0, 4.0), (3.5, 4.0))]
+    assert overlaps({"0": apart}) == {"0": 0}
+    clash = apart + [((1.5, 1.8), None)]  # a check ran while sample 0 was being timed
+    assert overlaps({"0": clash}) == {"0": 1}
