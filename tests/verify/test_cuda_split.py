@@ -25,7 +25,9 @@ __device__ __forceinline__ float twice(float v) { return 2.0f * v; }
 
 __global__ void __launch_bounds__(256) scale(const float* __restrict__ x, float* y, Pair p, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = twice(x[i]) * p.a + p.b;  // a comment with <<< inside the kernel is fine
+#pragma unroll
+    for (int u = 0; u < 1; ++u)
+        if (i < n) y[i] = twice(x[i]) * p.a + p.b;  // a comment with <<< inside the kernel is fine
 }
 
 __global__ void fill(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 0.f; }
@@ -59,12 +61,21 @@ def test_kernels_go_to_a_torch_free_unit_and_launches_go_through_launchers():
     assert split.host.count("void kz_launch_scale(") == 1 and split.host.startswith("#include <torch/extension.h>")
 
 
-def test_every_correct_cuda_fixture_splits():
+def test_every_correct_cuda_fixture_splits_with_its_macros_in_both_units():
     for path in sorted((ROOT / "tests" / "kernels" / "correct").glob("cuda_*.py")):
         text = path.read_text()
-        cuda = text.split('r"""', 1)[1].split('"""', 1)[0]
+        cuda = "// a leading comment, as the benchmarks add\n" + text.split('r"""', 1)[1].split('"""', 1)[0]
         split = split_cuda(cuda)
         assert split.kernels and "<<<" not in split.host, path.name
+        assert "torch/" not in split.device, path.name
+        for define in re.findall(r"^#define .*$", cuda, re.M):
+            assert define in split.device and define in split.host, (path.name, define)
+
+
+def test_a_directive_after_a_comment_is_its_own_item():
+    split = split_cuda("/* header */\n// more\n#define N 4\n__global__ void k(float* x) { x[0] = N; }\n"
+                       "void f(float* x) { k<<<1, N>>>(x); }\n")  # fmt: skip
+    assert "#define N 4" in split.host and "#define N 4" in split.device
 
 
 @pytest.mark.parametrize("source, why", [
@@ -84,6 +95,7 @@ def test_every_correct_cuda_fixture_splits():
     ("struct S { int a; } shared_s;\n__global__ void k(float* x) {}", "declares a variable"),
     ("void helper() {}", "no kernel"),
     ("__global__ void kz_launch_k(int* x) {}", "prefix"),
+    ("__global__ void k(float* x) {\n#define N 4\n x[0] = N; }", "directive inside"),
 ])  # fmt: skip
 def test_what_the_split_does_not_model_is_refused(source, why):
     with pytest.raises(Refused, match=why):

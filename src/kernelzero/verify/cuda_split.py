@@ -85,7 +85,7 @@ def _items(text: str) -> list[str]:
             if c == '"' and i > 0 and text[i - 1] == "R":
                 raise Refused("raw string literal")
             i = _skip_literal(text, i)
-        elif c == "#" and depth == 0 and not text[start:i].strip():
+        elif c == "#" and depth == 0 and not _code(text[start:i]).strip():  # comments before it are dropped
             end = i
             while True:
                 end = text.find("\n", end)
@@ -223,6 +223,8 @@ def _kind(item: str) -> str:
     """One of: pre, kernel, device_fn, type, const, using, host_fn, host_decl; raises Refused otherwise."""
     code = _code(item)
     words = set(re.findall(r"[A-Za-z_]\w*", code))
+    if not item.startswith("#") and re.search(r"^\s*#\s*(include|define|undef|if|ifdef|ifndef|elif|else|endif)\b", item, re.M):
+        raise Refused("a preprocessor directive inside a declaration or function")
     if item.startswith("#"):
         if re.match(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b", item):
             raise Refused("conditional compilation")
