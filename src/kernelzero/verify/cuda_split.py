@@ -180,8 +180,7 @@ LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*<<<")
 def _rewrite_launches(item: str, kernels: set[str]) -> str:
     """`K<<<cfg>>>(args)` -> `kz_launch_K(g, b, smem, stream, args)` throughout a host function."""
     out, pos = [], 0
-    code = _code(item)  # same length as item where it matters? no: find launches in item, check in code
-    if code.count("<<<") != item.count("<<<"):
+    if _code(item).count("<<<") != item.count("<<<"):  # launches are found in the raw text: none may hide
         raise Refused("`<<<` inside a comment or string")
     for m in LAUNCH.finditer(item):
         name = m.group(1)
