@@ -6,15 +6,19 @@ named by a made-up GPU uuid).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
+import os
+import threading
 import time
 
 import pytest
 
 
-def _holder(lock_dir: str, uuid: str, shared: float, excl: float, log: str, ready) -> None:
-    """Hold the lease shared for `shared` s, then (if `excl`) exclusively for `excl` s; log the spans."""
+def _holder(lock_dir: str, uuid: str, shared: float, excl: float, log: str, ready, release=None) -> None:
+    """Hold the lease shared for `shared` s (or until `release` is set), then (if `excl`) exclusively for
+    `excl` s; log the spans."""
     import kernelzero.verify.lease as lease
 
     lease.LOCK_DIR = __import__("pathlib").Path(lock_dir)
@@ -22,7 +26,10 @@ def _holder(lock_dir: str, uuid: str, shared: float, excl: float, log: str, read
     with lease.gpu_lease(uuid, shared=shared > 0):
         spans["first"] = [time.time()]
         ready.set()
-        time.sleep(shared or excl)
+        if release is not None:
+            release.wait(60)
+        else:
+            time.sleep(shared or excl)
         spans["first"].append(time.time())
         if shared and excl:
             with lease.exclusive_gpu(uuid):
@@ -33,13 +40,26 @@ def _holder(lock_dir: str, uuid: str, shared: float, excl: float, log: str, read
         json.dump(spans, f)
 
 
-def _start(tmp_path, name: str, shared: float, excl: float = 0.0):
+def _start(tmp_path, name: str, shared: float, excl: float = 0.0, release=None):
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
     log = str(tmp_path / f"{name}.json")
-    proc = ctx.Process(target=_holder, args=(str(tmp_path), "gpu-z", shared, excl, log, ready))
+    proc = ctx.Process(target=_holder, args=(str(tmp_path), "gpu-z", shared, excl, log, ready, release))
     proc.start()
     return proc, ready, log
+
+
+def _turnstile_held(lease, uuid: str) -> bool:
+    """Someone holds the turnstile: a timer waiting for the GPU."""
+    fd = os.open(lease.turn_path(uuid), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 @pytest.fixture
@@ -59,25 +79,40 @@ def test_checks_share_the_gpu(tmp_path, lease):
 
 
 def test_timing_waits_until_no_check_runs(tmp_path, lease):
-    proc, ready, _ = _start(tmp_path, "a", shared=2.0)
+    release = multiprocessing.get_context("spawn").Event()
+    proc, ready, _ = _start(tmp_path, "a", shared=1.0, release=release)
     assert ready.wait(60)
+    threading.Timer(1.0, release.set).start()  # the check ends 1 s from now
     with lease.gpu_lease("gpu-z") as waited:
-        assert waited > 1.0
+        assert waited > 0.8
     proc.join(30)
 
 
 def test_a_waiting_timer_blocks_new_checks(tmp_path, lease):
-    checker, ready, _ = _start(tmp_path, "checker", shared=2.0)
+    release = multiprocessing.get_context("spawn").Event()
+    checker, ready, _ = _start(tmp_path, "checker", shared=1.0, release=release)
     assert ready.wait(60)
-    timer, timer_ready, timer_log = _start(tmp_path, "timer", shared=0.0, excl=1.0)
-    time.sleep(0.5)  # the timer now waits for the checker
-    with lease.gpu_lease("gpu-z", shared=True):
-        got = time.time()
+    timer, _, timer_log = _start(tmp_path, "timer", shared=0.0, excl=1.0)
+    deadline = time.monotonic() + 60
+    while not _turnstile_held(lease, "gpu-z"):  # the timer is now waiting for the checker
+        assert time.monotonic() < deadline, "the timer never queued"
+        time.sleep(0.05)
+    got = []
+
+    def new_check() -> None:
+        with lease.gpu_lease("gpu-z", shared=True):
+            got.append(time.time())
+
+    check = threading.Thread(target=new_check)
+    check.start()
+    time.sleep(0.3)
+    release.set()  # the first check ends: the timer goes first, then the new check
+    check.join(30)
     timer.join(30)
     checker.join(30)
     with open(timer_log) as f:
         timed = json.load(f)["first"]
-    assert got >= timed[1] - 0.01, "a new check got the GPU before the waiting timer had it"
+    assert got and got[0] >= timed[1] - 0.01, "a new check got the GPU before the waiting timer had it"
 
 
 def test_two_checkers_upgrading_to_timing_do_not_deadlock_or_overlap(tmp_path):
