@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import stat
@@ -73,20 +74,21 @@ class FileSink:
 
     def prepare(self, obj: Any) -> Any:
         """The object to pickle: GPU tensors lent through the arena (or moved to the host), large ones in files."""
-        gpu = list(_gpu_tensors(obj))
+        gpu: list = []
+        _walk(obj, lambda x: gpu.append(x) if _on_gpu(x) else x)
         if gpu and self.arena is not None:
             lent = self.arena.lend(gpu)
             self.lent = [view for _, view in lent]
             handles = {id(t): sent for t, (sent, _) in zip(gpu, lent)}
-            obj = _replace_gpu(obj, lambda t: handles[id(t)])
+            obj = _walk(obj, lambda x: handles[id(x)] if _on_gpu(x) else x)
         elif gpu:
-            obj = _replace_gpu(obj, lambda t: t.cpu())
-        return self.externalise(obj)
+            obj = _walk(obj, lambda x: x.cpu() if _on_gpu(x) else x)
+        return _walk(obj, self._to_file)
 
-    def externalise(self, obj: Any) -> Any:
+    def _to_file(self, obj: Any) -> Any:
         import torch
 
-        if isinstance(obj, torch.Tensor) and obj.device.type == "cpu" and obj.numel() * obj.element_size() >= FILE_MIN_BYTES \
+        if isinstance(obj, torch.Tensor) and obj.device.type == "cpu" and obj.nbytes >= FILE_MIN_BYTES \
                 and str(obj.dtype).removeprefix("torch.") in DTYPE_NAMES:  # fmt: skip
             self.seq += 1
             path = self.folder / f"{self.seq}.bin"
@@ -95,52 +97,30 @@ class FileSink:
             path.chmod(0o644)
             self.written.append(path)
             return FileTensor(str(path), str(obj.dtype).removeprefix("torch."), tuple(obj.shape))
-        if isinstance(obj, dict):
-            return {k: self.externalise(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(self.externalise(v) for v in obj)
         return obj
 
 
-def _gpu_tensors(obj: Any):
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        if obj.device.type == "cuda":
-            yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _gpu_tensors(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _gpu_tensors(v)
-
-
-def _replace_gpu(obj: Any, fn) -> Any:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return fn(obj) if obj.device.type == "cuda" else obj
+def _walk(obj: Any, leaf) -> Any:
+    """`obj` with `leaf` applied to everything inside its dicts, lists and tuples (containers rebuilt)."""
     if isinstance(obj, dict):
-        return {k: _replace_gpu(v, fn) for k, v in obj.items()}
+        return {k: _walk(v, leaf) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_replace_gpu(v, fn) for v in obj)
-    return obj
+        return type(obj)(_walk(v, leaf) for v in obj)
+    return leaf(obj)
 
 
-def _internalise(obj: Any) -> Any:
+def _on_gpu(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, torch.Tensor) and obj.device.type == "cuda"
+
+
+def _from_file(obj: Any) -> Any:
     import torch
 
     if isinstance(obj, FileTensor):
         dtype = getattr(torch, obj.dtype)
-        numel = 1
-        for s in obj.shape:
-            numel *= s
-        return torch.from_file(obj.path, shared=False, size=numel, dtype=dtype).reshape(obj.shape)
-    if isinstance(obj, dict):
-        return {k: _internalise(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_internalise(v) for v in obj)
+        return torch.from_file(obj.path, shared=False, size=math.prod(obj.shape), dtype=dtype).reshape(obj.shape)
     return obj
 
 
@@ -201,7 +181,7 @@ def recv_obj(fd: int) -> Any:
     """Worker side: the next object from the judge."""
     import torch
 
-    return _internalise(torch.load(io.BytesIO(_read_frame(fd)), weights_only=False))
+    return _walk(torch.load(io.BytesIO(_read_frame(fd)), weights_only=False), _from_file)
 
 
 def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:

@@ -258,14 +258,12 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
         host_cflags = f"{cflags} {host_defines_and_opt(build, cflags)}"  # what nvcc's host pass gave that code
         if use_pch and not build.no_implicit_headers:
             cxx = _ninja_var(text, "cxx") or "c++"
-            for flags in dict.fromkeys([cflags] + ([host_cflags] if "split" in transforms else [])):
-                found, pch_s = _pch(pch_root or cache.root, cxx, flags, _ninja_var(text, "post_cflags"), timeout_s,
-                                    may_build=build_pch)  # fmt: skip
-                seconds["pch"] = round(seconds.get("pch", 0.0) + pch_s, 3) if pch_s else seconds.get("pch", 0.0)
-                pch = found if flags == cflags else pch
-                host_pch = found if flags == host_cflags else host_pch
-            if not seconds.get("pch"):
-                seconds.pop("pch", None)
+            built = {flags: _pch(pch_root or cache.root, cxx, flags, _ninja_var(text, "post_cflags"), timeout_s,
+                                 may_build=build_pch)
+                     for flags in dict.fromkeys([cflags] + ([host_cflags] if "split" in transforms else []))}  # fmt: skip
+            pch, host_pch = built[cflags][0], built.get(host_cflags, (None, 0.0))[0]
+            if sum(s for _, s in built.values()):
+                seconds["pch"] = round(sum(s for _, s in built.values()), 3)
             if pch is not None:
                 transforms.append("pch")
                 for unit in ("main.cpp", "host.cpp"):  # one include of the precompiled header per unit

@@ -28,6 +28,7 @@ is). The judge checks IPC works in both directions once per worker before the ca
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 
 import torch
@@ -106,15 +107,20 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def nbytes_of(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
+def _pack(alloc: "_Allocation", tensors: list[torch.Tensor]) -> list[tuple[int, torch.Tensor]]:
+    """Copy `tensors` one after the other (aligned) into `alloc`; (offset, the copy) for each."""
+    out, offset = [], 0
+    for t in tensors:
+        region = alloc.bytes[offset: offset + t.nbytes].view(t.dtype).view(t.shape)
+        region.copy_(t.detach())
+        out.append((offset, region))
+        offset += _aligned(t.nbytes)
+    torch.cuda.synchronize()
+    return out
 
 
-def _place(buffer: torch.Tensor, offset: int, t: torch.Tensor) -> torch.Tensor:
-    """Copy `t` into `buffer` at `offset`; the copy as a tensor of t's dtype and shape."""
-    region = buffer[offset: offset + nbytes_of(t)].view(t.dtype).view(t.shape)
-    region.copy_(t)
-    return region
+def _need(tensors: list[torch.Tensor]) -> int:
+    return sum(_aligned(t.nbytes) for t in tensors)
 
 
 class _Allocation:
@@ -168,18 +174,12 @@ class Arena:
         An earlier allocation big enough is reused (the worker answered the previous message, so its
         contents are no longer needed); else a new one is made. None is freed before `free()`.
         """
-        need = sum(_aligned(nbytes_of(t)) for t in tensors)
-        fits = [a for a in self.allocations if a.size >= need]
-        alloc = fits[0] if fits else _Allocation(need)
+        fits = [a for a in self.allocations if a.size >= _need(tensors)]
+        alloc = fits[0] if fits else _Allocation(_need(tensors))
         if not fits:
             self.allocations.append(alloc)
-        out, offset = [], 0
-        for t in tensors:
-            view = _place(alloc.bytes, offset, t.detach())
-            out.append((IpcTensor(alloc.handle, offset, str(t.dtype).removeprefix("torch."), tuple(t.shape)), view))
-            offset += _aligned(nbytes_of(t))
-        torch.cuda.synchronize()
-        return out
+        return [(IpcTensor(alloc.handle, offset, str(t.dtype).removeprefix("torch."), tuple(t.shape)), view)
+                for t, (offset, view) in zip(tensors, _pack(alloc, tensors))]  # fmt: skip
 
     def free(self) -> None:
         """Only once the worker that mapped these allocations has exited."""
@@ -195,18 +195,11 @@ class Exporter:
         self.alloc: _Allocation | None = None
 
     def export(self, tensors: list[torch.Tensor]) -> list[dict]:
-        need = sum(_aligned(nbytes_of(t)) for t in tensors)
-        if self.alloc is None or self.alloc.size < need:
+        if self.alloc is None or self.alloc.size < _need(tensors):
             if self.alloc is not None:
                 self.alloc.free()  # the judge closed its mapping before sending the command we answer
-            self.alloc = _Allocation(need)
-        specs, offset = [], 0
-        for t in tensors:
-            _place(self.alloc.bytes, offset, t.detach().contiguous())
-            specs.append({"ipc": self.alloc.handle.hex(), "offset": offset})
-            offset += _aligned(nbytes_of(t))
-        torch.cuda.synchronize()
-        return specs
+            self.alloc = _Allocation(_need(tensors))
+        return [{"ipc": self.alloc.handle.hex(), "offset": offset} for offset, _ in _pack(self.alloc, tensors)]
 
 
 _opened: dict[bytes, int] = {}  # worker side: handles of the judge's arena, open until the process exits
@@ -220,9 +213,7 @@ def open_lent(t: IpcTensor) -> torch.Tensor:
         _check(_driver().kz_open(ctypes.byref(ptr), _Handle.of(t.handle), 1), "cuIpcOpenMemHandle")
         _opened[t.handle] = ptr.value
     dtype = getattr(torch, t.dtype)
-    numel = 1
-    for s in t.shape:
-        numel *= s
+    numel = math.prod(t.shape)
     raw = view_bytes(_opened[t.handle] + t.offset, numel * dtype.itemsize) if numel else torch.empty(0, dtype=torch.uint8, device="cuda")
     return raw.view(dtype).view(t.shape)
 
