@@ -50,7 +50,7 @@ class VerifyRequest:
 
 @dataclass
 class PoolStats:
-    """What a pool did; `summary()` for benchmarks (GPU busy = time a lease was held / wall time)."""
+    """What a pool did; `summary()` for benchmarks (GPU busy: see there)."""
 
     started: float = field(default_factory=time.monotonic)
     samples: int = 0
