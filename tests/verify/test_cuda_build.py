@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelzero.verify.build_cache import BuildCache
+from kernelzero.verify import pch
 from kernelzero.verify.cuda_build import EXTENSION_INCLUDE, build_extension, build_key, lighten, load_library, toolchain
 from kernelzero.verify.cuda_capture import InlineBuild
 
@@ -117,19 +118,47 @@ def test_light_headers_drop_only_the_extension_include():
     assert not EXTENSION_INCLUDE.search(out) and out.count("\n") == text.count("\n")  # line numbers kept
 
 
-def test_light_headers_can_keep_the_first_include():
-    text = "#include <torch/extension.h>\nint a;\n#include <torch/extension.h>\n"
-    out = lighten(text, keep_first=True)
-    assert out.startswith("#include <torch/extension.h>\n") and len(EXTENSION_INCLUDE.findall(out)) == 1
+def test_units_with_a_precompiled_header_include_it_once():
+    text = "#include <torch/types.h>\nint a;\n #include \"torch/types.h\"\n#include <torch/types.hpp>\n"
+    out = pch.first_include_only(text, "types")
+    assert out.startswith("#include <torch/types.h>\nint a;\n// repeated include")
+    assert out.count("\n") == text.count("\n") and "#include <torch/types.hpp>" in out
+
+
+TENSOR_FN = "torch::Tensor twice(torch::Tensor x) { return x * 2; }"
+
+
+@pytest.fixture(scope="module")
+def pch_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("pch")
 
 
 @pytest.mark.slow
-def test_sources_that_include_torch_extension_again_build_with_the_precompiled_header(tmp_path):
-    """LLM candidates often start cpp_sources with `#include <torch/extension.h>`: with the precompiled header
-    a second include used to fail the build (GCC looks for the header beside the .gch). ~100 s on 2 cores."""
-    build = InlineBuild(name="kz_dup", cpp_sources=("#include <torch/extension.h>\nint triple(int x) { return 3 * x; }",),
-                        cuda_sources=(), functions=("triple",), with_cuda=False)  # fmt: skip
-    result = build_extension(build, BuildCache(tmp_path))
+def test_bindings_build_with_the_light_precompiled_header_even_when_the_source_includes_torch(pch_root, tmp_path):
+    """The fast path: main.cpp starts with kernelzero/bindings.h, precompiled (~55 s once on 2 cores); LLM
+    sources often start with `#include <torch/extension.h>` (dropped), and a second include of a precompiled
+    header used to fail the build."""
+    import torch
+
+    build = InlineBuild(name="kz_dup", cpp_sources=(f"#include <torch/extension.h>\n{TENSOR_FN}",),
+                        cuda_sources=(), functions=("twice",), with_cuda=False)  # fmt: skip
+    result = build_extension(build, BuildCache(tmp_path), pch_root=pch_root)
     assert result.ok, result.log
-    assert "pch" in result.transforms
-    assert load_library("kz_dup", result.library).triple(5) == 15
+    assert result.transforms == ("light-bindings", "pch") and result.seconds.get("pch", 0) > 0
+    assert load_library("kz_dup", result.library).twice(torch.arange(3.0)).tolist() == [0.0, 2.0, 4.0]
+    again = InlineBuild(name="kz_dup2", cpp_sources=(TENSOR_FN,), cuda_sources=(), functions=("twice",), with_cuda=False)
+    second = build_extension(again, BuildCache(tmp_path), pch_root=pch_root)  # the header is built once
+    assert second.ok and "pch" in second.transforms and "pch" not in second.seconds
+
+
+@pytest.mark.slow
+def test_source_that_needs_the_cpp_frontend_falls_back_to_the_files_as_written(tmp_path):
+    """torch::nn is not in the light header: the fast path fails, the files as written build (~70 s)."""
+    import torch
+
+    fn = "torch::Tensor act(torch::Tensor x) { return torch::nn::functional::relu(x); }"
+    build = InlineBuild(name="kz_nn", cpp_sources=(fn,), cuda_sources=(), functions=("act",), with_cuda=False)
+    result = build_extension(build, BuildCache(tmp_path), use_pch=False)
+    assert result.ok, result.log
+    assert result.transforms == ("light-bindings-fell-back",)
+    assert load_library("kz_nn", result.library).act(torch.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]

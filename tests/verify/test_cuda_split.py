@@ -58,7 +58,7 @@ def test_kernels_go_to_a_torch_free_unit_and_launches_go_through_launchers():
     assert "void kz_launch_scale(dim3 kz_grid, dim3 kz_block, size_t kz_smem, cudaStream_t kz_stream, " \
            "const float* __restrict__ x, float* y, Pair p, int n) {" in split.device
     assert "scale<<<kz_grid, kz_block, kz_smem, kz_stream>>>(x, y, p, n);" in split.device
-    assert split.host.count("void kz_launch_scale(") == 1 and split.host.startswith("#include <torch/extension.h>")
+    assert split.host.count("void kz_launch_scale(") == 1 and split.host.startswith("#include <torch/types.h>\n")
 
 
 def test_every_correct_cuda_fixture_splits_with_its_macros_in_both_units():
@@ -118,3 +118,17 @@ def test_device_units_of_the_fixtures_compile_with_nvcc_and_no_torch(tmp_path):
         done = subprocess.run([str(nvcc), "-c", str(unit), "-o", str(unit.with_suffix(".o")), "-std=c++17",
                                "-gencode=arch=compute_90,code=sm_90", "-O3"], capture_output=True, text=True, timeout=300)  # fmt: skip
         assert done.returncode == 0, f"{path.name}: {done.stderr[-2000:]}"
+
+
+def test_host_code_gets_nvccs_defines_and_at_most_O1():
+    from kernelzero.verify.cuda_capture import InlineBuild
+    from kernelzero.verify.cuda_split import host_defines_and_opt
+
+    def flags(cuda_flags: tuple[str, ...], cflags: str = "-fPIC") -> list[str]:
+        build = InlineBuild(name="m", cpp_sources=("",), cuda_sources=("",), functions=None, extra_cuda_cflags=cuda_flags)
+        return host_defines_and_opt(build, cflags).split()
+
+    assert "-D__CUDA_NO_HALF_OPERATORS__" in flags(())
+    assert flags(("-O3",))[-1] == "-O1" and flags(("-O3", "-O2"))[-1] == "-O1"
+    assert flags(("-O0",))[-1] == "-O0" and flags(("-O1",))[-1] == "-O1"
+    assert flags((), "-fPIC -O2")[-1] == "-O0"  # nvcc gives no -O: the C++ flag's level must not reach host code

@@ -15,9 +15,11 @@ What the recipe changes against torch's `load_inline`, and why each change keeps
 | same generated files | `main.cpp` (the `torch/extension.h` include, the C++ sources, the pybind11 bindings) and `cuda.cu` (torch's three-line prelude, the CUDA sources) are written as torch writes them (`cuda_source.inline_files`) |
 | same flags | the ninja file is written by torch's own writer (`_write_ninja_file_to_build_library`) with torch's linker flags, so defines, includes, `-std`, arch flags and `-O` levels are torch's |
 | own build folder per build | no lock on torch's shared extensions folder, so builds never wait on each other; the folder name does not reach the compiler |
-| a precompiled `torch/extension.h` for main.cpp | built once per set of C++ flags with exactly those flags (minus `-DTORCH_EXTENSION_NAME`, which the header does not use) and found through an extra `-I` folder holding only the `.gch`; GCC checks the flags itself and parses the real header when they differ (`-Winvalid-pch` says so in the log) |
-| `#include <torch/extension.h>` dropped from `cuda.cu` | torch's prelude already includes `torch/types.h` (tensors, ATen ops, factories); `extension.h` adds the Python bindings and the C++ frontend (nn, optim, data), which kernels and launchers rarely use. If the lighter file does not compile, the file as written is compiled and its result stands, so a source never changes from failing to passing or the other way round. Risk: an overload declared only in the frontend headers that would have been preferred over an ATen one; we know of none for the names launchers use |
-| host/device split (cuda_split.py) | the CUDA source becomes `device.cu` (kernels, device functions, types, macros; no torch header; one launcher per kernel) for nvcc and `host.cpp` (host functions, launches through the launchers; the precompiled `torch/extension.h`) for the host compiler, each item keeping its text and order; refused for what it does not model (templates, globals, conditional compilation, ...), and a split that does not compile falls back to `cuda.cu` as written, which decides. Host code then gets torch's C++ flags rather than nvcc's host pass (`-O` level may differ; `__CUDACC__` is not defined for it) |
+| two attempts | the fast path below, and when it does not compile, the files as written (only the precompiled `torch/extension.h` added), whose result stands: a source never changes from failing to passing or back through the fast path |
+| precompiled headers (pch.py) | built once per (compiler, flags, header) with exactly the unit's flags (minus `-DTORCH_EXTENSION_NAME`, which headers do not use), found through an extra `-I` folder; GCC checks the flags itself and parses the real header when they differ (`-Winvalid-pch` says so in the log) |
+| `main.cpp` starts with `kernelzero/bindings.h`, not `torch/extension.h` (fast path) | the tensor API and every pybind11 type caster torch defines (pch.py), without the C++ frontend; the source's own `torch/extension.h` includes are dropped as below. Same risk as below |
+| `#include <torch/extension.h>` dropped from `cuda.cu` (fast path) | torch's prelude already includes `torch/types.h` (tensors, ATen ops, factories); `extension.h` adds the Python bindings and the C++ frontend (nn, optim, data), which kernels and launchers rarely use (code that does fails to compile and is built as written). Risk: an overload declared only in the frontend headers that would have been preferred over an ATen one; we know of none for the names launchers use |
+| host/device split (cuda_split.py, fast path) | the CUDA source becomes `device.cu` (kernels, device functions, types, macros; no torch header; one launcher per kernel) for nvcc and `host.cpp` (host functions, launches through the launchers; torch's prelude, precompiled) for the host compiler, each item keeping its text and order; refused for what it does not model (templates, globals, conditional compilation, ...). Host code gets torch's C++ flags plus nvcc's defines, at -O1 where nvcc would use -O2/-O3 (`__CUDACC__` is not defined for it) |
 | the build cache | keyed on the recipe version, the build's arguments, torch/CUDA/compiler versions and the arch list: a hit is what a fresh build of the same input would produce |
 
 Not changed: the device compile (nvcc's flags and stages), the link.
@@ -46,11 +48,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kernelzero.types import from_dict
+from kernelzero.verify import pch
 from kernelzero.verify.build_cache import BuildCache
 from kernelzero.verify.cuda_capture import InlineBuild, _read_bounded, _recorded, _run_group
 from kernelzero.verify.cuda_split import host_defines_and_opt, split_sources
 
-RECIPE = "kz-build-2"  # bump when the recipe changes: old cache entries are then never used
+RECIPE = "kz-build-3"  # bump when the recipe changes: old cache entries are then never used
 EXTENSION_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][ \t]*$", re.M)
 
 
@@ -153,53 +156,9 @@ def _ninja_var(text: str, name: str) -> str:
     return match.group(1) if match else ""
 
 
-def _pch(cache_root: Path, cxx: str, cflags: str, post_cflags: str, timeout_s: float,
-         may_build: bool = True) -> tuple[Path | None, float]:  # fmt: skip
-    """A folder holding `torch/extension.h.gch` built with these flags; built once (None while another builds it)."""
-    from torch.utils import cpp_extension as ce
-
-    flags = [f for f in shlex.split(cflags) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
-    post = shlex.split(post_cflags)
-    folder = cache_root / "pch" / hashlib.sha256(json.dumps([cxx, flags, post, RECIPE]).encode()).hexdigest()[:24]
-    gch = folder / "torch" / "extension.h.gch"
-    if gch.exists():
-        return folder, 0.0
-    if not may_build:
-        return None, 0.0
-    (folder / "torch").mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None, 0.0  # another build makes it now: do not wait for it
-        if gch.exists():
-            return folder, 0.0
-        header = Path(ce.include_paths()[0]) / "torch" / "extension.h"
-        tmp = gch.with_suffix(f".tmp{os.getpid()}")
-        start = time.perf_counter()
-        argv = [cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp), *post]
-        done = subprocess.run(argv, capture_output=True, timeout=timeout_s)
-        if done.returncode == 0:
-            os.replace(tmp, gch)
-            return folder, time.perf_counter() - start
-        tmp.unlink(missing_ok=True)
-        return None, time.perf_counter() - start
-
-
-def lighten(cuda_text: str, keep_first: bool = False) -> str:
-    """The text without its `#include <torch/extension.h>` lines (each becomes a comment: line numbers stay).
-
-    `keep_first`: keep the first one. A unit compiled with the precompiled header may include the header only
-    once (GCC then looks for the real header beside the .gch and fails); the header has `#pragma once`, so
-    the later includes do nothing anyway.
-    """
-    seen = []
-
-    def drop(m: re.Match) -> str:
-        seen.append(m)
-        return m.group(0) if keep_first and len(seen) == 1 else "// include of torch/extension.h dropped by kernelzero (cuda_build.py)"
-
-    return EXTENSION_INCLUDE.sub(drop, cuda_text)
+def lighten(text: str) -> str:
+    """The text without its `#include <torch/extension.h>` lines (each becomes a comment: line numbers stay)."""
+    return EXTENSION_INCLUDE.sub("// include of torch/extension.h dropped by kernelzero (cuda_build.py)", text)
 
 
 def _stage_seconds(folder: Path) -> dict[str, float]:
@@ -218,13 +177,38 @@ def _stage_seconds(folder: Path) -> dict[str, float]:
     return out
 
 
+def _fast_units(build: InlineBuild, folder: Path, files: dict[str, str], split: bool, light: bool) -> tuple[list[Path], list[str]]:
+    """Write the fast path's units beside the files as written; (sources, transforms)."""
+    transforms = []
+    main = files["main.cpp"]
+    if light and EXTENSION_INCLUDE.match(main):  # inline_files puts torch's include on the first line
+        main = pch.include_line("bindings") + lighten(main[main.index("\n"):] if "\n" in main else "")
+        transforms.append("light-bindings")
+    (folder / "fast_main.cpp").write_text(main)
+    sources = [folder / "fast_main.cpp"]
+    cuda = files.get("cuda.cu", "")
+    units = split_sources(build, folder) if split and cuda and not build.no_implicit_headers else None
+    if units:
+        host = folder / "host.cpp"
+        if light:
+            host.write_text(lighten(host.read_text()))
+        return sources + units[1:], transforms + ["split"]
+    if cuda:
+        light_cuda = light and not build.no_implicit_headers and EXTENSION_INCLUDE.search(cuda)
+        (folder / "fast.cu").write_text(lighten(cuda) if light_cuda else cuda)
+        return sources + [folder / "fast.cu"], transforms + (["light-headers"] if light_cuda else [])
+    return sources, transforms
+
+
 def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float = 600.0, use_pch: bool = True,
                     light_headers: bool = True, split: bool = True, tools: dict | None = None,
                     pch_root: Path | None = None, build_pch: bool = True) -> BuildResult:  # fmt: skip
     """Build one extension into `cache` (or find it there). Never raises for a failed compile.
 
-    The precompiled header lives under `pch_root` (default: the cache's root); `build_pch=False` only
-    uses one that exists.
+    First the fast path (lighter headers, host/device split, precompiled headers); if that does not
+    compile, the files as written (with torch's `torch/extension.h`, precompiled), whose result stands.
+    The precompiled headers live under `pch_root` (default: the cache's root); `build_pch=False` only
+    uses ones that exist.
     """
     from kernelzero.verify.cuda_source import inline_files
 
@@ -236,54 +220,43 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
         return BuildResult(key, True, str(hit), cached=True, seconds={"total": round(time.perf_counter() - start, 3)})
     with_cuda = _with_cuda(build)
     seconds: dict[str, float] = {}
-    transforms: list[str] = []
     cache.root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kz-build-", dir=cache.root) as tmp:
         folder = Path(tmp)
         files = inline_files(build)
         for name, text in files.items():
             (folder / name).write_text(text)
-        cuda_text = files.get("cuda.cu", "")
-        written = [folder / "main.cpp"] + ([folder / "cuda.cu"] if "cuda.cu" in files else [])
-        sources = split_sources(build, folder) if split and cuda_text and not build.no_implicit_headers else None
-        if sources:
-            transforms.append("split")
-        elif light_headers and cuda_text and not build.no_implicit_headers and EXTENSION_INCLUDE.search(cuda_text):
-            (folder / "cuda.cu").write_text(lighten(cuda_text))
-            transforms.append("light-headers")
-        sources = sources or written
-        pch = host_pch = None
-        text = _ninja_text(build, folder, sources, with_cuda)
-        cflags = _ninja_var(text, "cflags")
+        written = [folder / name for name in files]
+        fast, transforms = _fast_units(build, folder, files, split, light_headers)
+        text = _ninja_text(build, folder, written, with_cuda)
+        cflags, cxx, post = _ninja_var(text, "cflags"), _ninja_var(text, "cxx") or "c++", _ninja_var(text, "post_cflags")
         host_cflags = f"{cflags} {host_defines_and_opt(build, cflags)}"  # what nvcc's host pass gave that code
-        if use_pch and not build.no_implicit_headers:
-            cxx = _ninja_var(text, "cxx") or "c++"
-            built = {flags: _pch(pch_root or cache.root, cxx, flags, _ninja_var(text, "post_cflags"), timeout_s,
-                                 may_build=build_pch)
-                     for flags in dict.fromkeys([cflags] + ([host_cflags] if "split" in transforms else []))}  # fmt: skip
-            pch, host_pch = built[cflags][0], built.get(host_cflags, (None, 0.0))[0]
-            if sum(s for _, s in built.values()):
-                seconds["pch"] = round(sum(s for _, s in built.values()), 3)
-            if pch is not None:
-                transforms.append("pch")
-                for unit in ("main.cpp", "host.cpp"):  # one include of the precompiled header per unit
-                    path = folder / unit
-                    if path.exists():
-                        path.write_text(lighten(path.read_text(), keep_first=True))
 
-        def with_pch(flags: str, folder_of_pch: Path | None) -> str:
-            return f"-I{shlex.quote(str(folder_of_pch))} -Winvalid-pch {flags}" if folder_of_pch is not None else flags
+        def header(flags: str, unit: Path) -> str:
+            """`flags` with the include folder of the precompiled header the unit starts with, if any."""
+            name = next((h for h in pch.HEADERS if unit.read_text().startswith(pch.include_line(h) + "\n")), None)
+            if not use_pch or name is None:
+                return flags
+            folder_of, ready, took = pch.precompiled(pch_root or cache.root, name, cxx, flags, post, timeout_s, build_pch)
+            if took:
+                seconds["pch"] = round(seconds.get("pch", 0.0) + took, 3)
+            if ready and "pch" not in transforms:
+                transforms.append("pch")
+            if ready:
+                unit.write_text(pch.first_include_only(unit.read_text(), name))
+            return f"-I{shlex.quote(str(folder_of))} -Winvalid-pch {flags}" if folder_of is not None else flags
 
         def write_ninja(srcs: list[Path]) -> None:
             text = _ninja_text(build, folder, srcs, with_cuda)
-            text = re.sub(r"^cflags = .*$", lambda _: f"cflags = {with_pch(cflags, pch)}", text, count=1, flags=re.M)
+            main_flags = header(cflags, srcs[0])
+            text = re.sub(r"^cflags = .*$", lambda _: f"cflags = {main_flags}", text, count=1, flags=re.M)
             host = folder / "host.cpp"
             if host in srcs:  # an edge-level binding: only host.o gets these flags
+                host_flags = header(host_cflags, host)
                 text = re.sub(rf"^(build [^\n]*host\.o: compile {re.escape(str(host))})$",
-                              lambda m: f"{m.group(1)}\n  cflags = {with_pch(host_cflags, host_pch)}", text, count=1, flags=re.M)  # fmt: skip
+                              lambda m: f"{m.group(1)}\n  cflags = {host_flags}", text, count=1, flags=re.M)  # fmt: skip
             (folder / "build.ninja").write_text(text)
 
-        write_ninja(sources)
         log = folder / "ninja.log"
 
         def ninja() -> tuple[int, bool]:
@@ -291,14 +264,12 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
                                             dict(os.environ), timeout_s - (time.perf_counter() - start))  # fmt: skip
             return code, timed_out
 
+        as_written = not transforms  # nothing on the fast path differs from the files as written
+        write_ninja(written if as_written else fast)
         code, timed_out = ninja()
-        if code != 0 and not timed_out and "split" in transforms:  # the source as written decides
+        if code != 0 and not timed_out and not as_written:  # the files as written decide
+            transforms = [f"{t}-fell-back" for t in transforms if t != "pch"]
             write_ninja(written)
-            transforms[transforms.index("split")] = "split-fell-back"
-            code, timed_out = ninja()
-        if code != 0 and not timed_out and "light-headers" in transforms and not any(folder.glob("*.cuda.o")):
-            (folder / "cuda.cu").write_text(cuda_text)  # the file as written decides
-            transforms[transforms.index("light-headers")] = "light-headers-fell-back"
             code, timed_out = ninja()
         seconds.update(_stage_seconds(folder))
         seconds["total"] = round(time.perf_counter() - start, 3)

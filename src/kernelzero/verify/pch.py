@@ -1,0 +1,128 @@
+"""Precompiled headers for the build stage (cuda_build.py) and the lighter headers they stand for.
+
+What: `precompiled(root, header, cxx, flags, post_flags, ...)` returns an include folder that makes
+`#include <HEADER>` in a unit compiled with exactly `flags` read a precompiled header (`HEADER.gch`),
+built once per (compiler, flags, header) under `root/pch/` and shared by every later build. GCC checks the
+flags itself: a `.gch` that does not match is skipped (`-Winvalid-pch` says so in the log) and the header
+is parsed as usual, so a stale or mismatched file never changes what a unit means, only how long it takes.
+
+The three headers (`HEADERS`):
+
+| name | the unit's first include | used for |
+|---|---|---|
+| `extension` | `torch/extension.h` | `main.cpp` when a build is compiled as written (the fallback) |
+| `bindings` | `kernelzero/bindings.h` (written here): `torch/types.h` and the headers `torch/python.h` includes from `torch/csrc` | `main.cpp` on the fast path |
+| `types` | `torch/types.h` (torch's own prelude for `cuda.cu`) | `host.cpp` of a host/device split |
+
+Why the lighter ones: GCC's precompiled header saves parsing but not the templates a header's inline code
+instantiates, which every unit still pays at its end. `torch/extension.h` is `torch/all.h` (the C++ frontend:
+nn, optim, data, serialisation) plus `torch/python.h`; on a 2-core machine a unit that includes it costs
+~18 s even with the `.gch`; with `bindings` ~9.5 s, with `types` ~5 s (bench/service.md). A binding unit
+needs the tensor API and pybind11's type casters: every caster torch defines comes from the `torch/csrc`
+headers (`torch/python.h` itself and `torch/all.h` define none), so the bindings convert arguments the same
+way. Candidate code that needs more (the frontend, `torch::nn` ...) does not compile against them, and
+the build is then compiled as written, which decides (cuda_build.py).
+
+`first_include_only(text, header)`: a unit compiled with a `.gch` may include that header only once (GCC
+looks for the real header beside the `.gch` and fails); every header here has `#pragma once`, so later
+includes do nothing anyway and become comments (line numbers kept).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+RECIPE = "kz-pch-1"  # part of each folder's name: bump when what a header holds changes
+BINDINGS = """#pragma once
+// kernelzero's binding header: torch's tensor API and the torch/csrc headers torch/python.h includes
+// (every pybind11 type caster torch defines), without the C++ frontend of torch/all.h.
+#include <torch/types.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/python_headers.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/utils/python_numbers.h>
+#include <torch/csrc/utils/python_tuples.h>
+"""
+HEADERS = {"extension": "torch/extension.h", "bindings": "kernelzero/bindings.h", "types": "torch/types.h"}
+
+
+def include_line(header: str) -> str:
+    return f"#include <{HEADERS[header]}>"
+
+
+def include_pattern(path: str) -> re.Pattern:
+    return re.compile(rf"^[ \t]*#[ \t]*include[ \t]*[<\"]{re.escape(path)}[>\"][ \t]*$", re.M)
+
+
+def first_include_only(text: str, header: str) -> str:
+    """`text` with the includes of `header` after the first turned into comments."""
+    seen = []
+
+    def drop(m: re.Match) -> str:
+        seen.append(m)
+        return m.group(0) if len(seen) == 1 else f"// repeated include of {HEADERS[header]} dropped by kernelzero (pch.py)"
+
+    return include_pattern(HEADERS[header]).sub(drop, text)
+
+
+def _real_header(path: str) -> Path:
+    from torch.utils import cpp_extension as ce
+
+    for folder in ce.include_paths():
+        if Path(folder, path).is_file():
+            return Path(folder, path)
+    raise FileNotFoundError(f"{path} is not under torch's include paths")
+
+
+def precompiled(root: Path, header: str, cxx: str, cflags: str, post_cflags: str, timeout_s: float,
+                may_build: bool = True) -> tuple[Path | None, bool, float]:  # fmt: skip
+    """(include folder, whether its `.gch` is there, seconds spent building it now).
+
+    The folder is None when the header is torch's and no `.gch` is there (nothing to add to the include
+    path). `may_build=False` only finds one; a build another process holds is not waited for.
+    """
+    flags = [f for f in shlex.split(cflags) if not f.startswith("-DTORCH_EXTENSION_NAME=")]  # not used by headers
+    post = shlex.split(post_cflags)
+    digest = hashlib.sha256(json.dumps([cxx, flags, post, header, RECIPE]).encode()).hexdigest()[:24]
+    folder = root / "pch" / digest
+    path = HEADERS[header]
+    gch = folder / f"{path}.gch"
+    (folder / path).parent.mkdir(parents=True, exist_ok=True)
+    own = header == "bindings"
+    if own and not (folder / path).exists():
+        tmp = folder / f"{path}.tmp{os.getpid()}"
+        tmp.write_text(BINDINGS)
+        os.replace(tmp, folder / path)
+    if gch.exists():
+        return folder, True, 0.0
+    if not may_build:
+        return (folder if own else None), False, 0.0
+    with open(folder / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return (folder if own else None), False, 0.0  # another build makes it now: do not wait for it
+        if gch.exists():
+            return folder, True, 0.0
+        source = folder / path if own else _real_header(path)
+        tmp = gch.with_suffix(f".tmp{os.getpid()}")
+        start = time.perf_counter()
+        argv = [cxx, *flags, "-x", "c++-header", str(source), "-o", str(tmp), *post]
+        done = subprocess.run(argv, capture_output=True, timeout=timeout_s)
+        if done.returncode == 0:
+            os.replace(tmp, gch)
+            return folder, True, time.perf_counter() - start
+        tmp.unlink(missing_ok=True)
+        return (folder if own else None), False, time.perf_counter() - start
