@@ -246,6 +246,46 @@ def bench_stages(args) -> dict:
     return {"runs": out}
 
 
+def bench_latency(args) -> dict:
+    """Time to first result of one Triton candidate at a time: a cold judge vs a standby one (service/standby.py).
+
+    Per fixture: variant 0 cold (it also measures the task's eager baseline, kept in the baselines folder),
+    variant 1 cold (unless --skip-cold), then one through a standby judge started `--ready-s` seconds before
+    (an unrecorded first request starts the first one).
+    """
+    from kernelzero.service.standby import Standby
+    from kernelzero.verify import verify
+
+    baselines = tempfile.mkdtemp(prefix="kz-baselines-")
+    standby = Standby(1)
+    rows = []
+    hows = ("cold, baseline measured", "standby") if args.skip_cold else ("cold, baseline measured", "cold", "standby")
+    try:
+        first = correct_fixtures("triton")[0]  # one unrecorded request starts the first standby judge
+        verify(first.task(), variant(first.source, first.backend, 99), first.backend,
+               first.verify_options(device="cuda", baselines_dir=baselines, gpu_index=0), standby=standby)  # fmt: skip
+        for fx in correct_fixtures("triton")[: args.fixtures]:
+            opts = fx.verify_options(device="cuda", baselines_dir=baselines, gpu_index=0)
+            for i, how in enumerate(hows):
+                if how == "standby":
+                    time.sleep(args.ready_s)  # the standby asked for by the previous standby request gets ready
+                start = time.monotonic()
+                v = verify(fx.task(), variant(fx.source, fx.backend, i), fx.backend, opts,
+                           standby=standby if how == "standby" else None)  # fmt: skip
+                if how == "standby" and not any(n.startswith("standby worker") for n in v.notes):
+                    how = "standby asked, none ready (cold)"  # the first: nothing was started before it
+                row = {"fixture": fx.path.stem, "how": how, "status": v.status, "wall_s": round(time.monotonic() - start, 2),
+                       "stages": {k: round(x, 3) for k, x in v.stage_seconds.items() if not k.endswith("_at")},
+                       "notes": [n for n in v.notes if "standby" in n]}  # fmt: skip
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    finally:
+        standby.close()
+    summary = {how: round(statistics.median([r["wall_s"] for r in rows if r["how"] == how]), 2)
+               for how in sorted({r["how"] for r in rows})}  # fmt: skip
+    return {"rows": rows, "median_wall_s": summary, "standby_taken": standby.taken}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -263,7 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("probe")
     st = sub.add_parser("stages")
     st.add_argument("fixtures", nargs="*", default=["triton_leaky_relu", "cuda_relu"])
-    for p in (b, t, st, sub.choices["probe"]):
+    lat = sub.add_parser("latency")
+    lat.add_argument("--fixtures", type=int, default=8)
+    lat.add_argument("--ready-s", type=float, default=12.0)
+    lat.add_argument("--skip-cold", action="store_true", help="no second cold request per fixture")
+    for p in (b, t, st, lat, sub.choices["probe"]):
         p.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     import faulthandler
@@ -277,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("progress", json.dumps(_live_stats.summary()) if _live_stats else "-", flush=True)
 
         threading.Thread(target=progress, daemon=True).start()
-    result = {"builds": bench_builds, "throughput": bench_throughput, "probe": bench_probe, "stages": bench_stages}[args.cmd](args)
+    result = {"builds": bench_builds, "throughput": bench_throughput, "probe": bench_probe, "stages": bench_stages,
+              "latency": bench_latency}[args.cmd](args)
     text = json.dumps(result, indent=1, default=str)
     print(text)
     if args.json:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The pool's measurements on any GPU machine, one command (repo root; results under ${OUT:-bench/out}):
-#   bash bench/service_session.sh [builds] [probe] [tp1] [tp2] [channel] [ipctest] [stages]
-# builds: cold load_inline vs the build recipe; probe: crash then health probe; tp1/tp2: 300 s mixed
+#   bash bench/service_session.sh [builds] [latency] [probe] [tp1] [tp2] [channel] [ipctest] [stages]
+# builds: cold load_inline vs the build recipe; latency: one Triton sample, cold vs standby judge; probe: crash then health probe; tp1/tp2: 300 s mixed
 # CUDA + Triton stream on 1 GPU (16 cores) / on 2 GPUs; channel: judge <-> worker transfer of 400 MB;
 # ipctest: the CUDA IPC tests; stages: one sample's stage times with CUDA IPC on and off.
 set -uo pipefail
@@ -10,7 +10,8 @@ out="${OUT:-bench/out}"; mkdir -p "$out"
 nvidia-smi -L; nproc
 for step in "$@"; do
   case "$step" in
-    builds) python3 bench/service_bench.py builds --baseline 2 --fast 8 --fast-nosplit 4 --fast-plain 1 --json "$out/builds.json" > "$out/builds.log" 2>&1 ;;
+    builds) python3 bench/service_bench.py builds --baseline 1 --fast 8 --fast-nosplit 2 --fast-plain 0 --json "$out/builds.json" > "$out/builds.log" 2>&1 ;;
+    latency) python3 bench/service_bench.py latency --fixtures 5 --ready-s 10 --json "$out/latency.json" > "$out/latency.log" 2>&1 ;;
     probe) python3 bench/service_bench.py probe --json "$out/probe.json" > "$out/probe.log" 2>&1 ;;
     tp1) taskset -c 0-15 python3 bench/service_bench.py throughput --seconds 300 --gpus 1 --per-gpu 6 --json "$out/tp1.json" > "$out/tp1.log" 2>&1 ;;
     tp2) python3 bench/service_bench.py throughput --seconds 300 --gpus 2 --per-gpu 6 --json "$out/tp2.json" > "$out/tp2.log" 2>&1 ;;

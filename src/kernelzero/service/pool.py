@@ -31,6 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kernelzero.service.standby import Standby
 from kernelzero.service.store import VerdictStore, request_key
 from kernelzero.types import Task, Verdict
 from kernelzero.verify import verify
@@ -125,7 +126,7 @@ class LocalPool:
 
     def __init__(self, jobs: int = 2, store: VerdictStore | None = None, gpus: list[int] | None = None,
                  per_gpu: int = 2, build_jobs: int | None = None, build_cache: str | None = None,
-                 stats: PoolStats | None = None):  # fmt: skip
+                 stats: PoolStats | None = None, standby: int | None = None):  # fmt: skip
         self.store = store
         self.gpus = visible_gpus() if gpus is None else list(gpus)
         self.per_gpu = max(1, per_gpu)
@@ -139,6 +140,8 @@ class LocalPool:
         self.cond = threading.Condition()
         self.in_flight = {g: 0 for g in self.gpus}
         self.names: dict[VerifyOptions, str] = {}
+        # judges started ahead of requests, per lane (service/standby.py); default: one per GPU slot
+        self.standby = Standby(self.per_gpu if standby is None and self.gpus else standby or 0)
         if self.gpus:  # decide the sandbox and make the build cache now, before threads start
             from kernelzero.verify.build_cache import BuildCache, default_cache_dir, ensure_readable
             from kernelzero.verify.sandbox import plan_sandbox
@@ -188,12 +191,12 @@ class LocalPool:
         if gpu is not None:
             share = min(opts.gpu_mem_fraction, round(0.9 / self.per_gpu, 3))  # samples in flight share the GPU
             opts = replace(opts, gpu_index=gpu, build_cache=str(self.cache.root), gpu_mem_fraction=share)
-        verdict = verify(req.task, req.candidate, req.backend, opts)
+        verdict = verify(req.task, req.candidate, req.backend, opts, standby=self.standby)
         if _runner_died(verdict):
             with self.stats.lock:
                 self.stats.retries += 1
             first = verdict.message
-            verdict = verify(req.task, req.candidate, req.backend, opts)
+            verdict = verify(req.task, req.candidate, req.backend, opts)  # a fresh judge
             if _runner_died(verdict):
                 return replace(verdict, stage="runner", message=f"the runner died twice ({first}; {verdict.message})")
             verdict = replace(verdict, notes=verdict.notes + (f"retried once: the first runner died ({first})",))
@@ -245,6 +248,12 @@ class LocalPool:
     def run(self, requests: Iterable[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
         pending: dict[Future, VerifyRequest] = {}
         source = iter(requests)
+        try:
+            yield from self._run(source, pending)
+        finally:
+            self.standby.close()
+
+    def _run(self, source: Iterator[VerifyRequest], pending: dict[Future, VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
         with ThreadPoolExecutor(self.slots) as executor:
             while True:
                 while len(pending) < 2 * self.slots:
@@ -262,7 +271,7 @@ class LocalPool:
 def verify_many(requests: Iterable[VerifyRequest], jobs: int = 2, store: VerdictStore | None = None, *,
                 gpus: list[int] | None = None, per_gpu: int = 2, build_jobs: int | None = None,
                 build_cache: str | None = None, pool: str = "local", stats: PoolStats | None = None,
-                ray_address: str | None = None) -> Iterator[tuple[VerifyRequest, Verdict]]:  # fmt: skip
+                ray_address: str | None = None, standby: int | None = None) -> Iterator[tuple[VerifyRequest, Verdict]]:  # fmt: skip
     """Verify every request in completion order; stored verdicts are reused.
 
     Without a GPU, `jobs` verifications run side by side; with GPUs, `per_gpu` per GPU plus
@@ -275,4 +284,4 @@ def verify_many(requests: Iterable[VerifyRequest], jobs: int = 2, store: Verdict
         return verify_many_ray(requests, store=store, address=ray_address, build_jobs=build_jobs)
     if pool != "local":
         raise ValueError(f"unknown pool {pool!r}; choose local or ray")
-    return LocalPool(jobs, store, gpus, per_gpu, build_jobs, build_cache, stats).run(requests)
+    return LocalPool(jobs, store, gpus, per_gpu, build_jobs, build_cache, stats, standby).run(requests)

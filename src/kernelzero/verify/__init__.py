@@ -43,18 +43,24 @@ from __future__ import annotations
 import ast
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Mismatch, Task, Timing, Verdict, to_dict
 from kernelzero.verify.extract import extract_code
 from kernelzero.verify.feedback import feedback_for
 from kernelzero.verify.options import BACKENDS, VerifyOptions, options_for, tolerances
+
+if TYPE_CHECKING:
+    from kernelzero.service.standby import Standby
 
 __all__ = ["Verdict", "VerifyOptions", "extract_code", "options_for", "verdict_from_dict", "verify"]
 
@@ -101,8 +107,12 @@ def _gpu_available() -> bool:
     return torch.cuda.is_available()
 
 
-def verify(task: Task, candidate: str, backend: str, options: VerifyOptions | None = None) -> Verdict:
-    """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults."""
+def verify(task: Task, candidate: str, backend: str, options: VerifyOptions | None = None, *,
+           standby: "Standby | None" = None) -> Verdict:  # fmt: skip
+    """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults.
+
+    `standby`: judges started ahead of requests (service/standby.py); one is used when ready.
+    """
     opts = options or options_for()
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -124,7 +134,7 @@ def verify(task: Task, candidate: str, backend: str, options: VerifyOptions | No
         from kernelzero.verify.cpu_cuda import verify_cuda_without_gpu
 
         return verify_cuda_without_gpu(task, source, opts)
-    return _run_judge(task, source, backend, opts)
+    return _run_judge(task, source, backend, opts, standby)
 
 
 def _physical_gpu(index: int) -> str:
@@ -138,7 +148,45 @@ def _physical_gpu(index: int) -> str:
     return entries[index]
 
 
-def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions) -> Verdict:
+def _standby_judge(standby: "Standby | None", env: dict[str, str], opts: VerifyOptions, request: Path,
+                   result: Path) -> subprocess.Popen | None:  # fmt: skip
+    """A ready judge from `standby`, given this request; None when there is none (or it just died)."""
+    from kernelzero.verify.sandbox import gpu_visible
+
+    if standby is None:
+        return None
+    proc = standby.take(env, opts, opts.device == "cuda" or (opts.device == "auto" and gpu_visible()))
+    if proc is None:
+        return None
+    try:
+        proc.stdin.write(f"{request}\n{result}\n".encode())
+        proc.stdin.close()
+        proc.stdin = None  # closed: communicate() must not flush it
+    except OSError:  # it died between the check and now
+        os.killpg(proc.pid, 9) if proc.poll() is None else None
+        proc.wait()
+        return None
+    return proc
+
+
+def _judge_output(proc: subprocess.Popen, timeout_s: float, limit: int = 1 << 20) -> bytes:
+    """The judge's output until it closes it (launch.py does so once its result is written); the last `limit`
+    bytes. Raises TimeoutExpired after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    fd, out = proc.stdout.fileno(), b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        if select.select([fd], [], [], left)[0]:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                proc.stdout.close()
+                return out
+            out = (out + data)[-limit:]
+
+
+def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions, standby: "Standby | None" = None) -> Verdict:
     budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
     with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "result.json")
@@ -147,21 +195,29 @@ def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions) -> Ve
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         if opts.gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(opts.gpu_index)
-        if backend == "cuda":
-            from kernelzero.verify.build_cache import default_cache_dir
+        from kernelzero.verify.build_cache import default_cache_dir
 
-            env["KZ_BUILD_CACHE"] = opts.build_cache or str(default_cache_dir())
+        env["KZ_BUILD_CACHE"] = opts.build_cache or str(default_cache_dir())  # any backend: one standby kind per lane
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.launch", str(request), str(result)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env)  # fmt: skip
+        proc = _standby_judge(standby, env, opts, request, result)
+        if proc is None:
+            proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.launch", str(request), str(result)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=env)  # fmt: skip
         try:
-            out, _ = proc.communicate(timeout=budget)
+            out = _judge_output(proc, budget)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.communicate()
             return _early(task, source, backend, opts, "timeout", "judge", f"verification took over {budget:.0f} s")
-        if not result.exists():
+        if result.exists():  # the judge closed its output after writing it: its own teardown is not waited for
+            threading.Thread(target=proc.wait, daemon=True).start()
+        else:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
             tail = out.decode(errors="replace")[-1500:]
             return _early(task, source, backend, opts, "crash", "judge",
                           f"the verifier's judge process died (exit {proc.returncode})", error_log=tail)  # fmt: skip

@@ -65,6 +65,7 @@ class Judge:
         self.stage_s: dict[str, float] = {}
         self.notes: list[str] = []
         self.fields: dict = {}
+        self.deferred: list | None = None  # workers to close after the verdict is written (run)
 
     # -- verdict helpers -------------------------------------------------------------------------
     def verdict(self, status: str, stage: str, message: str = "", **extra) -> Verdict:
@@ -129,8 +130,12 @@ class Judge:
             self.model64 = copy.deepcopy(model).double()
 
     # -- the run ---------------------------------------------------------------------------------
-    def run(self, started: StartedWorker | None = None) -> Verdict:
-        """Verify; `started` is a worker the launcher started while this process imported torch."""
+    def run(self, started: StartedWorker | None = None, deferred: list | None = None) -> Verdict:
+        """Verify; `started` is a worker the launcher started while this process imported torch.
+
+        `deferred`: when given, the launcher's worker is not closed here but appended, for the launcher to
+        close once the verdict is written (its folder is the launcher's; it holds no GPU lease by then).
+        """
         with tempfile.TemporaryDirectory(prefix="kz-judge-") as private, \
              tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:  # fmt: skip
             Path(private).chmod(0o700)
@@ -140,6 +145,8 @@ class Judge:
                     started.worker.close()
                 started = start_worker(self.source, Path(shared), interpret=interpret, user=self.opts.sandbox_user,
                                        isolate_network=self.opts.isolate_network, host_mem_gb=self.opts.host_mem_gb)  # fmt: skip
+                deferred = None  # this worker lives in this call's folder: closed here
+            self.deferred = deferred
             return self._run(Path(private), started)
 
     def _run(self, private: Path, started: StartedWorker) -> Verdict:
@@ -148,7 +155,7 @@ class Judge:
         worker = started.worker
         try:
             if self.device == "cuda" and self.opts.cuda_ipc:
-                why = worker.check_ipc()
+                why = worker.check_ipc() if started.ipc_why is None else started.ipc_why
                 self._timed("ipc_check", start)
                 if why:
                     self.notes.append(f"GPU tensors moved through host memory (CUDA IPC unavailable: {why[:200]})")
@@ -192,7 +199,10 @@ class Judge:
             return self.verdict(exc.status, self.fields.get("stage_hint", "load"), str(exc), exit_signal=exc.exit_signal,
                                 exit_code=exc.exit_code, error_log=worker.log_tail())  # fmt: skip
         finally:
-            worker.close()
+            if self.deferred is None:
+                worker.close()
+            else:
+                self.deferred.append(worker)
 
     def _with_lease(self, private: Path, worker: WorkerProcess, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
@@ -335,12 +345,12 @@ class Judge:
                 self.stage_s["gpu_excl"] = round(time.perf_counter() - held, 4)
 
 
-def judge_request(request: dict, started: StartedWorker | None = None) -> dict:
-    """Run one verification request (as written by verify()); return the result payload."""
+def judge_request(request: dict, started: StartedWorker | None = None, deferred: list | None = None) -> dict:
+    """Run one verification request (as written by verify()); return the result payload (`deferred`: Judge.run)."""
     task = from_dict(Task, request["task"])
     opts = from_dict(VerifyOptions, request["options"])
     try:
-        verdict = Judge(task, request["source"], request["backend"], opts).run(started)
+        verdict = Judge(task, request["source"], request["backend"], opts).run(started, deferred)
         return {"verdict": to_dict(verdict)}
     except ValueError as exc:
         if started is not None:

@@ -37,6 +37,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def precompiled(root: Path, header: str, cxx: str, cflags: str, post_cflags: str
     (folder / path).parent.mkdir(parents=True, exist_ok=True)
     own = header == "bindings"
     if own and not (folder / path).exists():
-        tmp = folder / f"{path}.tmp{os.getpid()}"
+        tmp = folder / f"{path}.tmp{os.getpid()}-{threading.get_ident()}"  # builds run in threads too
         tmp.write_text(BINDINGS)
         os.replace(tmp, folder / path)
     if gch.exists():
@@ -117,7 +118,7 @@ def precompiled(root: Path, header: str, cxx: str, cflags: str, post_cflags: str
         if gch.exists():
             return folder, True, 0.0
         source = folder / path if own else _real_header(path)
-        tmp = gch.with_suffix(f".tmp{os.getpid()}")
+        tmp = gch.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
         start = time.perf_counter()
         argv = [cxx, *flags, "-x", "c++-header", str(source), "-o", str(tmp), *post]
         done = subprocess.run(argv, capture_output=True, timeout=timeout_s)

@@ -373,6 +373,7 @@ class StartedWorker:
     plan: SandboxPlan
     cand_path: Path  # the candidate's source, in the worker's own folder
     interpret: bool  # started with TRITON_INTERPRET=1 (a Triton candidate without a GPU)
+    ipc_why: str | None = None  # the CUDA IPC check's answer when a standby launcher already ran it
 
 
 def gpu_visible() -> bool:

@@ -5,7 +5,7 @@ and decides the status. The worker imports the candidate (building its kernels),
 `ModelNew`, runs the forward calls the judge asks for on the inputs the judge sends, and sends back
 outputs as raw bytes. Commands arrive as pickles on stdin; replies leave as JSON + bytes on OUT_FD.
 
-Commands: `ipc_check` (open a buffer the judge lends through CUDA IPC, send it back the same way; runs
+Commands: `warm` (a standby worker's CUDA context and Triton warm-up, verify/warm.py), `ipc_check` (open a buffer the judge lends through CUDA IPC, send it back the same way; runs
 before the candidate is imported), `import` (guards, then import the candidate: its builds), `load`
 (construct, load the reference's weights), `run` (one forward, outputs and inputs-after back; inputs the
 judge lent through IPC it inspects itself), `time` (warm-up, timed calls over rotating input sets, last
@@ -152,6 +152,17 @@ class Worker:
             return send_msg(self.out, {"ok": False, "message": f"{type(exc).__name__}: {exc}"})
         send_msg(self.out, {"ok": True}, [probe])
 
+    def warm(self, req: dict[str, Any]) -> None:
+        """A standby worker's warm-up (verify/warm.py), before any candidate is known."""
+        try:
+            from kernelzero.verify.warm import warm_dispatch, warm_gpu
+
+            took = warm_dispatch()
+            note = f"dispatch {took:.2f} s; " + (warm_gpu() if req.get("gpu") else "no GPU")
+        except Exception as exc:  # noqa: BLE001 - a warm-up that fails only costs the candidate that time later
+            note = f"warm-up failed: {type(exc).__name__}: {str(exc)[:200]}"
+        send_msg(self.out, {"ok": True, "note": note})
+
     def _prepare(self, inputs: list[Any]) -> list[Any]:
         from kernelzero.verify.cuda_ipc import IpcTensor, open_lent
 
@@ -268,7 +279,7 @@ def main(argv: list[str]) -> int:
     use_out_dir(os.environ.get("KZ_XFER_OUT"))
     worker = Worker(int(argv[0]))
     handlers = {"import": worker.import_candidate, "load": worker.load, "run": worker.run, "time": worker.time,
-                "gpu_compile": worker.gpu_compile, "ipc_check": worker.ipc_check}  # fmt: skip
+                "gpu_compile": worker.gpu_compile, "ipc_check": worker.ipc_check, "warm": worker.warm}  # fmt: skip
     while True:
         req = recv_obj(0)
         if req["cmd"] == "exit":
