@@ -11,7 +11,7 @@ nvidia-smi -L; nproc
 for step in "$@"; do
   case "$step" in
     builds) python3 bench/service_bench.py builds --baseline 1 --fast 8 --fast-nosplit 2 --fast-plain 0 --json "$out/builds.json" > "$out/builds.log" 2>&1 ;;
-    latency) python3 bench/service_bench.py latency --fixtures 5 --ready-s 10 --json "$out/latency.json" > "$out/latency.log" 2>&1 ;;
+    latency) python3 bench/service_bench.py latency --fixtures 4 --ready-s 8 --skip-cold --json "$out/latency.json" > "$out/latency.log" 2>&1 ;;
     probe) python3 bench/service_bench.py probe --json "$out/probe.json" > "$out/probe.log" 2>&1 ;;
     tp1) taskset -c 0-15 python3 bench/service_bench.py throughput --seconds 300 --gpus 1 --per-gpu 6 --json "$out/tp1.json" > "$out/tp1.log" 2>&1 ;;
     tp2) python3 bench/service_bench.py throughput --seconds 300 --gpus 2 --per-gpu 6 --json "$out/tp2.json" > "$out/tp2.log" 2>&1 ;;
