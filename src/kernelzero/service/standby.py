@@ -28,12 +28,8 @@ import threading
 import time
 from collections import defaultdict, deque
 
+from kernelzero.verify.launch import sandbox_spec
 from kernelzero.verify.options import VerifyOptions
-
-
-def _spec(opts: VerifyOptions, on_gpu: bool) -> dict:
-    return {"user": opts.sandbox_user, "isolate_network": opts.isolate_network, "host_mem_gb": opts.host_mem_gb,
-            "on_gpu": on_gpu}  # fmt: skip
 
 
 class Standby:
@@ -59,7 +55,7 @@ class Standby:
         """A ready judge for this environment, or None; either way a replacement is started."""
         if self.count == 0 or self.closed:
             return None
-        spec = _spec(opts, on_gpu)
+        spec = sandbox_spec(opts, on_gpu)
         key = self._key(env, spec)
         proc, dead = None, []
         with self.lock:
@@ -91,10 +87,11 @@ class Standby:
                                     start_new_session=True, env=env)  # fmt: skip
             with self.lock:
                 self.started += 1
-                if self.closed:
-                    _end([proc])
-                else:
+                late = self.closed
+                if not late:
                     self.ready[key].append(proc)
+            if late:  # closed while it started
+                _end([proc])
 
     def close(self) -> None:
         """End every standby judge (none has a request) and the starter thread."""

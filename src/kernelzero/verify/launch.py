@@ -27,7 +27,7 @@ from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox import WorkerDied, die_with_parent, gpu_visible, make_non_dumpable, start_worker
 
 
-def _sandbox(opts: VerifyOptions, on_gpu: bool) -> dict:
+def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
     """What a started worker's sandbox depends on (a standby's SPEC)."""
     return {"user": opts.sandbox_user, "isolate_network": opts.isolate_network, "host_mem_gb": opts.host_mem_gb,
             "on_gpu": on_gpu}  # fmt: skip
@@ -98,7 +98,7 @@ def standby(spec: dict) -> int:
         request = json.loads(Path(paths[0]).read_text())
         opts = from_dict(VerifyOptions, request["options"])
         interpret = not _on_gpu(opts) and request["backend"] == "triton"
-        if _sandbox(opts, _on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
+        if sandbox_spec(opts, _on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
             worker.close()
             started = None  # the judge starts a worker with this request's sandbox
         else:
