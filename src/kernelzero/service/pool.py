@@ -246,14 +246,13 @@ class LocalPool:
         return verdict
 
     def run(self, requests: Iterable[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
-        pending: dict[Future, VerifyRequest] = {}
-        source = iter(requests)
         try:
-            yield from self._run(source, pending)
+            yield from self._run(iter(requests))
         finally:
             self.standby.close()
 
-    def _run(self, source: Iterator[VerifyRequest], pending: dict[Future, VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
+    def _run(self, source: Iterator[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        pending: dict[Future, VerifyRequest] = {}
         with ThreadPoolExecutor(self.slots) as executor:
             while True:
                 while len(pending) < 2 * self.slots:

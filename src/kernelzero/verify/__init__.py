@@ -151,11 +151,9 @@ def _physical_gpu(index: int) -> str:
 def _standby_judge(standby: "Standby | None", env: dict[str, str], opts: VerifyOptions, request: Path,
                    result: Path) -> subprocess.Popen | None:  # fmt: skip
     """A ready judge from `standby`, given this request; None when there is none (or it just died)."""
-    from kernelzero.verify.sandbox import gpu_visible
+    from kernelzero.verify.launch import on_gpu
 
-    if standby is None:
-        return None
-    proc = standby.take(env, opts, opts.device == "cuda" or (opts.device == "auto" and gpu_visible()))
+    proc = standby.take(env, opts, on_gpu(opts)) if standby is not None else None
     if proc is None:
         return None
     try:
@@ -163,7 +161,8 @@ def _standby_judge(standby: "Standby | None", env: dict[str, str], opts: VerifyO
         proc.stdin.close()
         proc.stdin = None  # closed: communicate() must not flush it
     except OSError:  # it died between the check and now
-        os.killpg(proc.pid, 9) if proc.poll() is None else None
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
         proc.wait()
         return None
     return proc

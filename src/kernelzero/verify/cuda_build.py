@@ -30,7 +30,6 @@ write the cache folder (see README, the trust model).
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import importlib.machinery
@@ -54,7 +53,7 @@ from kernelzero.verify.cuda_capture import InlineBuild, _read_bounded, _recorded
 from kernelzero.verify.cuda_split import host_defines_and_opt, split_sources
 
 RECIPE = "kz-build-3"  # bump when the recipe changes: old cache entries are then never used
-EXTENSION_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][ \t]*$", re.M)
+EXTENSION_INCLUDE = pch.include_pattern(pch.HEADERS["extension"])
 
 
 class BuildError(RuntimeError):
@@ -234,16 +233,17 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
 
         def header(flags: str, unit: Path) -> str:
             """`flags` with the include folder of the precompiled header the unit starts with, if any."""
-            name = next((h for h in pch.HEADERS if unit.read_text().startswith(pch.include_line(h) + "\n")), None)
+            text = unit.read_text()
+            name = next((h for h in pch.HEADERS if text.startswith(pch.include_line(h) + "\n")), None)
             if not use_pch or name is None:
                 return flags
             folder_of, ready, took = pch.precompiled(pch_root or cache.root, name, cxx, flags, post, timeout_s, build_pch)
             if took:
                 seconds["pch"] = round(seconds.get("pch", 0.0) + took, 3)
-            if ready and "pch" not in transforms:
-                transforms.append("pch")
             if ready:
-                unit.write_text(pch.first_include_only(unit.read_text(), name))
+                if "pch" not in transforms:
+                    transforms.append("pch")
+                unit.write_text(pch.first_include_only(text, name))
             return f"-I{shlex.quote(str(folder_of))} -Winvalid-pch {flags}" if folder_of is not None else flags
 
         def write_ninja(srcs: list[Path]) -> None:

@@ -321,8 +321,8 @@ SAFE_CXX_FLAG = re.compile(r"-O\d?|-std=c\+\+\d+|-w|-W[\w=-]*|-g\d?")
 
 
 def host_defines_and_opt(build: "InlineBuild", cflags: str) -> str:
-    """Flags that give host.cpp what nvcc's host pass gave its code: torch's nvcc defines (`__CUDA_NO_HALF_*`)
-    and the -O level (nvcc's last -O flag; without one nvcc passes none, so -O0 overrides a C++ -O)."""
+    """Flags for host.cpp: what nvcc's host pass gave its code, torch's nvcc defines (`__CUDA_NO_HALF_*`) and the
+    -O level (nvcc's last -O flag, capped at -O1; without one nvcc passes none, so -O0 overrides a C++ -O)."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
 
     levels = [f for f in build.extra_cuda_cflags if re.fullmatch(r"-O\d?", f)]

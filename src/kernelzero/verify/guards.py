@@ -52,6 +52,15 @@ class OpRecorder(TorchDispatchMode):
         return sorted(op for op in self.ops if op not in ALLOWED_OPS)
 
 
+def warm_dispatch() -> float:
+    """Run one op under an op recorder: the first dispatch mode imports seconds of torch (torch._dynamo in
+    torch 2.11-2.13), paid here rather than inside a sample's first call. Seconds taken."""
+    start = time.perf_counter()
+    with OpRecorder():
+        torch.zeros(2).add_(1)
+    return time.perf_counter() - start
+
+
 class Guards:
     """Launch counting, op recording and tamper checks for one worker."""
 
@@ -59,8 +68,7 @@ class Guards:
         self.launches: dict[str, int] = {}
         self.recorder: OpRecorder | None = None
         self._snapshot = self._targets()
-        with self.observe(record_ops=True):  # the first dispatch mode costs seconds of imports: pay them here,
-            torch.zeros(2).add_(1)  # before the candidate is imported and long before the GPU is held
+        warm_dispatch()  # before the candidate is imported and long before the GPU is held
         self.launches, self.last_ops = {}, []
 
     # -- launches --------------------------------------------------------------------------------

@@ -33,7 +33,8 @@ def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
             "on_gpu": on_gpu}  # fmt: skip
 
 
-def _on_gpu(opts: VerifyOptions) -> bool:
+def on_gpu(opts: VerifyOptions) -> bool:
+    """Whether a judge for these options runs on a GPU (a guess before torch is imported)."""
     return opts.device == "cuda" or (opts.device == "auto" and gpu_visible())
 
 
@@ -57,9 +58,9 @@ def main(argv: list[str]) -> int:
         return standby(json.loads(argv[1]))
     request = json.loads(Path(argv[0]).read_text())
     opts = from_dict(VerifyOptions, request["options"])
-    on_gpu = _on_gpu(opts)
+    gpu = on_gpu(opts)
     with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:
-        started = start_worker(request["source"], Path(shared), interpret=not on_gpu and request["backend"] == "triton",
+        started = start_worker(request["source"], Path(shared), interpret=not gpu and request["backend"] == "triton",
                                user=opts.sandbox_user, isolate_network=opts.isolate_network,
                                host_mem_gb=opts.host_mem_gb)  # fmt: skip
         from kernelzero.verify.judge import judge_request  # torch loads here, while the worker starts
@@ -97,8 +98,8 @@ def standby(spec: dict) -> int:
             return 0
         request = json.loads(Path(paths[0]).read_text())
         opts = from_dict(VerifyOptions, request["options"])
-        interpret = not _on_gpu(opts) and request["backend"] == "triton"
-        if sandbox_spec(opts, _on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
+        interpret = not on_gpu(opts) and request["backend"] == "triton"
+        if sandbox_spec(opts, on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
             worker.close()
             started = None  # the judge starts a worker with this request's sandbox
         else:
@@ -106,8 +107,7 @@ def standby(spec: dict) -> int:
             if started.plan.uid is not None:
                 os.chown(started.cand_path, started.plan.uid, started.plan.gid)
             if not opts.cuda_ipc and started.ipc_why == "":  # checked, but this request asks for host memory
-                worker.ipc = False
-                worker.spent_arena, worker.sink.arena = worker.sink.arena, None
+                worker.ipc_off()
                 started.ipc_why = None
         deferred: list = []
         _answer(paths[1], judge_request(request, started, deferred))

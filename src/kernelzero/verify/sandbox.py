@@ -298,9 +298,11 @@ class WorkerProcess:
                 raise IpcError("the probe came back changed")
             return ""
         except (IpcError, OSError, WorkerDied, RuntimeError) as exc:
-            self.ipc = False
-            self.spent_arena, self.sink.arena = self.sink.arena, None
+            self.ipc_off()
             return f"{type(exc).__name__}: {exc}"
+
+    def ipc_off(self) -> None:  # GPU tensors through host memory from now on; the arena is freed with the worker
+        self.ipc, self.spent_arena, self.sink.arena = False, self.sink.arena, None
 
     def _death(self, message: str) -> WorkerDied:
         try:

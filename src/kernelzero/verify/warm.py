@@ -1,7 +1,7 @@
 """What a standby worker does before it is given a candidate (service/standby.py): the one-time costs
 of its first GPU call, paid while no sample waits for it.
 
-`warm_dispatch()` pays the imports of the first PyTorch dispatch mode (the guards use one); `warm_gpu()`
+The worker also runs the guards' `warm_dispatch()` then (the first dispatch mode's imports); `warm_gpu()`
 creates the CUDA context and compiles and launches one trivial Triton kernel, which loads
 Triton's compiler and builds its driver helpers into the worker's own (fresh) Triton cache. Nothing here
 changes what a candidate's kernels compile to or how they are checked or timed: the candidate's own
@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 try:
     import triton
@@ -26,20 +25,6 @@ else:
     @triton.jit
     def kz_warm_touch(x_ptr):
         tl.store(x_ptr, tl.load(x_ptr) + 1)
-
-
-class _PassThrough(TorchDispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return func(*args, **(kwargs or {}))
-
-
-def warm_dispatch() -> float:
-    """Run one op under a dispatch mode that does nothing: the first one imports seconds of torch (torch._dynamo
-    in torch 2.11-2.13), which the guards' own warm-up would otherwise pay after the candidate is given."""
-    start = time.perf_counter()
-    with _PassThrough():
-        torch.zeros(2).add_(1)
-    return time.perf_counter() - start
 
 
 def warm_gpu() -> str:

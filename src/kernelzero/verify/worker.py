@@ -155,7 +155,8 @@ class Worker:
     def warm(self, req: dict[str, Any]) -> None:
         """A standby worker's warm-up (verify/warm.py), before any candidate is known."""
         try:
-            from kernelzero.verify.warm import warm_dispatch, warm_gpu
+            from kernelzero.verify.guards import warm_dispatch
+            from kernelzero.verify.warm import warm_gpu
 
             took = warm_dispatch()
             note = f"dispatch {took:.2f} s; " + (warm_gpu() if req.get("gpu") else "no GPU")
