@@ -74,6 +74,7 @@ def test_a_standby_given_a_request_with_another_sandbox_judges_it_with_a_fresh_w
         other = replace(opts, host_mem_gb=opts.host_mem_gb + 1)
         verdict = verify(task, good, "triton", other, standby=_Given(ready))
         assert verdict.status == "correct", verdict.message
+        assert not any(n.startswith("standby worker") for n in verdict.notes), verdict.notes  # not the warmed one
         assert ready.wait(timeout=60) == 0
     finally:
         standby.close()
@@ -98,7 +99,7 @@ def test_a_standby_that_died_waiting_is_replaced_and_the_request_still_judged():
         standby.close()
 
 
-def test_close_ends_every_standby_judge_and_its_worker():
+def test_close_ends_every_standby_judge():
     opts = options_for(compile_check=False)
     standby = Standby(2)
     standby.take({"A": "1"}, opts, False)
