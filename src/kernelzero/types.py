@@ -184,3 +184,15 @@ class Sample:
     finish_reason: str = ""  # "stop", "length", ... as reported by the backend
     seconds: float = 0.0  # generation wall time of this sample (its share of a batch)
     seed: int | None = None  # sampling seed, when the backend takes one
+
+
+def verdict_from_dict(data: dict) -> Verdict:
+    """Rebuild a Verdict from `to_dict` output (nested records included)."""
+    data = dict(data)
+    if data.get("mismatch"):
+        data["mismatch"] = Mismatch(**{**data["mismatch"], "index": tuple(data["mismatch"]["index"])})
+    for key in ("timing", "ref_eager", "ref_compile"):
+        if data.get(key):
+            data[key] = Timing(**data[key])
+    data["notes"] = tuple(data.get("notes", ()))
+    return Verdict(**data)

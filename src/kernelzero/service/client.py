@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Iterable
 
 from kernelzero.types import Task, Verdict, to_dict
-from kernelzero.verify import verdict_from_dict
+from kernelzero.types import verdict_from_dict
 
 
 class ServiceError(RuntimeError):

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelzero.tasks.hashing import task_hash
-from kernelzero.types import Mismatch, Task, Timing, Verdict, to_dict
+from kernelzero.types import Task, Verdict, to_dict, verdict_from_dict
 from kernelzero.verify.extract import extract_code
 from kernelzero.verify.feedback import feedback_for
 from kernelzero.verify.options import BACKENDS, VerifyOptions, options_for, tolerances
@@ -63,18 +63,6 @@ if TYPE_CHECKING:
     from kernelzero.service.standby import Standby
 
 __all__ = ["Verdict", "VerifyOptions", "extract_code", "options_for", "verdict_from_dict", "verify"]
-
-
-def verdict_from_dict(data: dict) -> Verdict:
-    """Rebuild a Verdict from `to_dict` output (nested records included)."""
-    data = dict(data)
-    if data.get("mismatch"):
-        data["mismatch"] = Mismatch(**{**data["mismatch"], "index": tuple(data["mismatch"]["index"])})
-    for key in ("timing", "ref_eager", "ref_compile"):
-        if data.get(key):
-            data[key] = Timing(**data[key])
-    data["notes"] = tuple(data.get("notes", ()))
-    return Verdict(**data)
 
 
 def _early(task: Task, source: str, backend: str, opts: VerifyOptions, status: str, stage: str, message: str,

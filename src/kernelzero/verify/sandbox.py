@@ -188,6 +188,19 @@ def prepare_workdir(workdir: Path, plan: SandboxPlan) -> dict[str, str]:
     return env
 
 
+def popen_sandboxed(argv: list[str], workdir: Path, plan: SandboxPlan, env: dict[str, str],
+                    **popen_kw: Any) -> subprocess.Popen:  # fmt: skip
+    """Start `argv` in `workdir` with the sandbox's process limits (a new session, no core dumps, killed
+    with its parent, the plan's network namespace and user); `env` comes from `prepare_workdir`.
+
+    For generated code other than a candidate worker (a proposed task module, say): the caller owns the
+    process, its deadline and its kill (`os.killpg(proc.pid, SIGKILL)`). Not for use from threads other
+    than the main one (the limits are applied by a Python preexec function; see `thread_safe_argv`).
+    """
+    return subprocess.Popen(argv, cwd=workdir, env=env, start_new_session=True,
+                            preexec_fn=lambda: _preexec(plan), **popen_kw)  # fmt: skip
+
+
 class WorkerProcess:
     """A running candidate worker: send commands, receive replies under deadlines and a memory cap."""
 
