@@ -1,6 +1,6 @@
 """Judge <-> worker transfer of one large tensor, through the pipe and through the transfer folder.
 
-    python3 bench/channel_bench.py [--mb 400]      (repo root, PYTHONPATH=src or installed)
+python3 bench/channel_bench.py [--mb 400]      (repo root, PYTHONPATH=src or installed)
 """
 
 import argparse

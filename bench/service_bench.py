@@ -31,7 +31,6 @@ sys.path.insert(0, str(ROOT / "tests" / "verify"))
 from fixtures import load_fixtures  # noqa: E402
 
 
-
 def variant(source: str, backend: str, i: int) -> str:
     if backend == "cuda":
         return source.replace('r"""', f'r"""\n// variant {i}', 1)
@@ -76,9 +75,15 @@ def bench_builds(args) -> dict:
         folder = work / f"base{i}"
         folder.mkdir(parents=True)
         start = time.perf_counter()
-        ce.load_inline(b.name + f"_base{i}", list(b.cpp_sources), list(b.cuda_sources), functions=list(b.functions or []) or None,
-                       extra_cflags=list(b.extra_cflags), extra_cuda_cflags=list(b.extra_cuda_cflags),
-                       build_directory=str(folder))  # fmt: skip
+        ce.load_inline(
+            b.name + f"_base{i}",
+            list(b.cpp_sources),
+            list(b.cuda_sources),
+            functions=list(b.functions or []) or None,
+            extra_cflags=list(b.extra_cflags),
+            extra_cuda_cflags=list(b.extra_cuda_cflags),
+            build_directory=str(folder),
+        )
         record({"recipe": "torch load_inline", "candidate": name, "total": round(time.perf_counter() - start, 2)})
     cache = BuildCache(work / "cache")
     tools = toolchain()
@@ -86,8 +91,11 @@ def bench_builds(args) -> dict:
     warm = build_extension(_distinct(builds[0][1], "pch warm-up"), cache, tools=tools)
     one_time = {"pch_s": warm.seconds.get("pch"), "first_build_s": warm.seconds.get("total")}
     print("one-time", one_time, flush=True)
-    recipes = [("kernelzero (split)", {}, args.fast), ("kernelzero, no split", {"split": False}, args.fast_nosplit),
-               ("kernelzero, no split/pch/light", {"use_pch": False, "light_headers": False, "split": False}, args.fast_plain)]  # fmt: skip
+    recipes = [
+        ("kernelzero (split)", {}, args.fast),
+        ("kernelzero, no split", {"split": False}, args.fast_nosplit),
+        ("kernelzero, no split/pch/light", {"use_pch": False, "light_headers": False, "split": False}, args.fast_plain),
+    ]
     for recipe, flags, count in recipes:
         for i in range(count):
             name, b = builds[i % len(builds)]
@@ -119,8 +127,13 @@ def requests(seconds: float, cuda_share: float, opts):
         use_cuda = n_cuda < cuda_share * (n_cuda + n_triton + 1)
         fx = cuda[n_cuda % len(cuda)] if use_cuda else triton[n_triton % len(triton)]
         n_cuda, n_triton = n_cuda + use_cuda, n_triton + (not use_cuda)
-        yield VerifyRequest(tasks[fx.task_key], variant(fx.source, fx.backend, i), fx.backend,
-                            fx.verify_options(**opts), tag=(fx.name, i))  # fmt: skip
+        yield VerifyRequest(
+            tasks[fx.task_key],
+            variant(fx.source, fx.backend, i),
+            fx.backend,
+            fx.verify_options(**opts),
+            tag=(fx.name, i),
+        )
 
 
 def bench_throughput(args) -> dict:
@@ -138,8 +151,15 @@ def bench_throughput(args) -> dict:
     stages: dict[str, list[float]] = {}
     leases: dict[str, list[tuple[float, float]]] = {}
     cpu_before = _cpu_times()
-    for req, verdict in verify_many(requests(args.seconds, args.cuda_share, opts), store=None, gpus=gpus,
-                                    per_gpu=args.per_gpu, build_jobs=args.build_jobs, build_cache=cache, stats=stats):  # fmt: skip
+    for req, verdict in verify_many(
+        requests(args.seconds, args.cuda_share, opts),
+        store=None,
+        gpus=gpus,
+        per_gpu=args.per_gpu,
+        build_jobs=args.build_jobs,
+        build_cache=cache,
+        stats=stats,
+    ):
         statuses[verdict.status] = statuses.get(verdict.status, 0) + 1
         per_backend[req.backend].append(verdict.stage_seconds.get("total", 0.0))
         for stage, sec in verdict.stage_seconds.items():
@@ -159,13 +179,25 @@ def bench_throughput(args) -> dict:
     out = stats.summary()
     busy, total = (b - a for a, b in zip(cpu_before, _cpu_times()))
     jobs = args.build_jobs or max(1, (len(os.sched_getaffinity(0)) - 2 * args.gpus) // 2)
-    out.update(utilisation={"cpu": round(busy / total, 3) if total else None,  # all cores this process may use
-                            "build_stage": round(stats.build_s / (out["wall_s"] * jobs), 3) if out["wall_s"] else None})
-    out.update(lease_overlaps=overlaps(leases), statuses=statuses, gpus_asked=args.gpus, per_gpu=args.per_gpu, seconds=args.seconds,
-               latency_median_s={k: round(statistics.median(v), 1) for k, v in per_backend.items() if v},
-               stage_median_s={k: round(statistics.median(v), 3) for k, v in sorted(stages.items())},
-               timing_by_gpu={k: {g: [round(statistics.median(t), 4), round(min(t), 4), round(max(t), 4), len(t)]
-                                  for g, t in v.items()} for k, v in timings.items()})  # fmt: skip
+    out.update(
+        utilisation={
+            "cpu": round(busy / total, 3) if total else None,  # all cores this process may use
+            "build_stage": round(stats.build_s / (out["wall_s"] * jobs), 3) if out["wall_s"] else None,
+        }
+    )
+    out.update(
+        lease_overlaps=overlaps(leases),
+        statuses=statuses,
+        gpus_asked=args.gpus,
+        per_gpu=args.per_gpu,
+        seconds=args.seconds,
+        latency_median_s={k: round(statistics.median(v), 1) for k, v in per_backend.items() if v},
+        stage_median_s={k: round(statistics.median(v), 3) for k, v in sorted(stages.items())},
+        timing_by_gpu={
+            k: {g: [round(statistics.median(t), 4), round(min(t), 4), round(max(t), 4), len(t)] for g, t in v.items()}
+            for k, v in timings.items()
+        },
+    )
     return out
 
 
@@ -190,9 +222,14 @@ def overlaps(leases: dict[str, list]) -> dict[str, int]:
     """
     out = {}
     for gpu, samples in leases.items():
+
         def clash(i: int, excl: tuple[float, float]) -> bool:
-            return any(span is not None and span[0] < excl[1] - 0.01 and excl[0] < span[1] - 0.01
-                       for j, both in enumerate(samples) if j != i for span in both)  # fmt: skip
+            return any(
+                span is not None and span[0] < excl[1] - 0.01 and excl[0] < span[1] - 0.01
+                for j, both in enumerate(samples)
+                if j != i
+                for span in both
+            )
 
         out[gpu] = sum(1 for i, (_, excl) in enumerate(samples) if excl is not None and clash(i, excl))
     return out
@@ -213,11 +250,17 @@ def bench_probe(args) -> dict:
     stats = PoolStats()
     out = {}
     # one after the other: the crash first, then a sample on the same GPU, whose judge must probe it
-    for req in (VerifyRequest(oob.task(), oob.source, "cuda", oob.verify_options(), tag="oob"),
-                VerifyRequest(good.task(), good.source, "triton", good.verify_options(), tag="after")):  # fmt: skip
+    for req in (
+        VerifyRequest(oob.task(), oob.source, "cuda", oob.verify_options(), tag="oob"),
+        VerifyRequest(good.task(), good.source, "triton", good.verify_options(), tag="after"),
+    ):
         for req, verdict in verify_many([req], gpus=[0], per_gpu=1, stats=stats):
-            out[req.tag] = {"status": verdict.status, "message": verdict.message[:200], "notes": list(verdict.notes),
-                            "stage_seconds": verdict.stage_seconds}  # fmt: skip
+            out[req.tag] = {
+                "status": verdict.status,
+                "message": verdict.message[:200],
+                "notes": list(verdict.notes),
+                "stage_seconds": verdict.stage_seconds,
+            }
             print(req.tag, out[req.tag], flush=True)
     out["pool"] = stats.summary()
     return out
@@ -236,11 +279,21 @@ def bench_stages(args) -> dict:
         fx = next(f for f in correct_fixtures() if f.path.stem == name)
         for ipc in (True, False):
             start = time.monotonic()
-            v = verify(fx.task(), variant(fx.source, fx.backend, len(out)), fx.backend,
-                       fx.verify_options(device="cuda", cuda_ipc=ipc, baselines_dir=baselines))  # fmt: skip
-            row = {"fixture": name, "ipc": ipc, "status": v.status, "wall_s": round(time.monotonic() - start, 2),
-                   "stages": {k: round(x, 3) for k, x in v.stage_seconds.items() if not k.endswith("_at")},
-                   "notes": [n for n in v.notes if "host memory" in n], "message": v.message[:200]}  # fmt: skip
+            v = verify(
+                fx.task(),
+                variant(fx.source, fx.backend, len(out)),
+                fx.backend,
+                fx.verify_options(device="cuda", cuda_ipc=ipc, baselines_dir=baselines),
+            )
+            row = {
+                "fixture": name,
+                "ipc": ipc,
+                "status": v.status,
+                "wall_s": round(time.monotonic() - start, 2),
+                "stages": {k: round(x, 3) for k, x in v.stage_seconds.items() if not k.endswith("_at")},
+                "notes": [n for n in v.notes if "host memory" in n],
+                "message": v.message[:200],
+            }
             print(json.dumps(row), flush=True)
             out.append(row)
     return {"runs": out}
@@ -262,27 +315,44 @@ def bench_latency(args) -> dict:
     hows = ("cold, baseline measured", "standby") if args.skip_cold else ("cold, baseline measured", "cold", "standby")
     try:
         first = correct_fixtures("triton")[0]  # one unrecorded request starts the first standby judge
-        verify(first.task(), variant(first.source, first.backend, 99), first.backend,
-               first.verify_options(device="cuda", baselines_dir=baselines, gpu_index=0), standby=standby)  # fmt: skip
+        verify(
+            first.task(),
+            variant(first.source, first.backend, 99),
+            first.backend,
+            first.verify_options(device="cuda", baselines_dir=baselines, gpu_index=0),
+            standby=standby,
+        )
         for fx in correct_fixtures("triton")[: args.fixtures]:
             opts = fx.verify_options(device="cuda", baselines_dir=baselines, gpu_index=0)
             for i, how in enumerate(hows):
                 if how == "standby":
                     time.sleep(args.ready_s)  # the standby asked for by the previous standby request gets ready
                 start = time.monotonic()
-                v = verify(fx.task(), variant(fx.source, fx.backend, i), fx.backend, opts,
-                           standby=standby if how == "standby" else None)  # fmt: skip
+                v = verify(
+                    fx.task(),
+                    variant(fx.source, fx.backend, i),
+                    fx.backend,
+                    opts,
+                    standby=standby if how == "standby" else None,
+                )
                 if how == "standby" and not any(n.startswith("standby worker") for n in v.notes):
                     how = "standby asked, none ready (cold)"  # the first: nothing was started before it
-                row = {"fixture": fx.path.stem, "how": how, "status": v.status, "wall_s": round(time.monotonic() - start, 2),
-                       "stages": {k: round(x, 3) for k, x in v.stage_seconds.items() if not k.endswith("_at")},
-                       "notes": [n for n in v.notes if "standby" in n]}  # fmt: skip
+                row = {
+                    "fixture": fx.path.stem,
+                    "how": how,
+                    "status": v.status,
+                    "wall_s": round(time.monotonic() - start, 2),
+                    "stages": {k: round(x, 3) for k, x in v.stage_seconds.items() if not k.endswith("_at")},
+                    "notes": [n for n in v.notes if "standby" in n],
+                }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     finally:
         standby.close()
-    summary = {how: round(statistics.median([r["wall_s"] for r in rows if r["how"] == how]), 2)
-               for how in sorted({r["how"] for r in rows})}  # fmt: skip
+    summary = {
+        how: round(statistics.median([r["wall_s"] for r in rows if r["how"] == how]), 2)
+        for how in sorted({r["how"] for r in rows})
+    }
     return {"rows": rows, "median_wall_s": summary, "standby_taken": standby.taken}
 
 
@@ -315,14 +385,20 @@ def main(argv: list[str] | None = None) -> int:
 
     faulthandler.dump_traceback_later(float(os.environ.get("KZ_BENCH_DUMP_S", "1e9")), repeat=False)
     if args.cmd == "throughput":
+
         def progress() -> None:
             while True:
                 time.sleep(30)
                 print("progress", json.dumps(_live_stats.summary()) if _live_stats else "-", flush=True)
 
         threading.Thread(target=progress, daemon=True).start()
-    result = {"builds": bench_builds, "throughput": bench_throughput, "probe": bench_probe, "stages": bench_stages,
-              "latency": bench_latency}[args.cmd](args)
+    result = {
+        "builds": bench_builds,
+        "throughput": bench_throughput,
+        "probe": bench_probe,
+        "stages": bench_stages,
+        "latency": bench_latency,
+    }[args.cmd](args)
     text = json.dumps(result, indent=1, default=str)
     print(text)
     if args.json:

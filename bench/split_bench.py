@@ -26,14 +26,19 @@ import torch.utils.cpp_extension as ce  # noqa: E402
 ce.CUDA_HOME = ce.CUDA_HOME or "/usr/local/cuda"
 _ldflags = ce._prepare_ldflags
 ce._prepare_ldflags = functools.wraps(_ldflags)(
-    lambda *a, **k: [f for f in _ldflags(*a, **k) if f not in ("-lc10_cuda", "-ltorch_cuda")])
+    lambda *a, **k: [f for f in _ldflags(*a, **k) if f not in ("-lc10_cuda", "-ltorch_cuda")]
+)
 
 from kernelzero.verify import cuda_build  # noqa: E402
 from kernelzero.verify.build_cache import BuildCache  # noqa: E402
 from kernelzero.verify.cuda_capture import InlineBuild  # noqa: E402
 
-CPU_ONLY = {"#include <ATen/cuda/CUDAContext.h>": "", "#include <c10/cuda/CUDAException.h>": "",
-            "C10_CUDA_KERNEL_LAUNCH_CHECK();": "", "at::cuda::getCurrentCUDAStream()": "0"}  # fmt: skip
+CPU_ONLY = {
+    "#include <ATen/cuda/CUDAContext.h>": "",
+    "#include <c10/cuda/CUDAException.h>": "",
+    "C10_CUDA_KERNEL_LAUNCH_CHECK();": "",
+    "at::cuda::getCurrentCUDAStream()": "0",
+}
 
 
 def fixture_build(path: Path, tag: str) -> InlineBuild:
@@ -43,20 +48,39 @@ def fixture_build(path: Path, tag: str) -> InlineBuild:
         cuda = cuda.replace(old, new)
     cpp = text.split('_cpp_source = "', 1)[1].split('"', 1)[0]
     function = cpp.split("(", 1)[0].split()[-1]
-    return InlineBuild(name=f"kz_{path.stem}_{tag}", cpp_sources=(cpp,), cuda_sources=(f"// {tag}\n{cuda}",),
-                       functions=(function,), extra_cuda_cflags=("-O3", "--use_fast_math"))  # fmt: skip
+    return InlineBuild(
+        name=f"kz_{path.stem}_{tag}",
+        cpp_sources=(cpp,),
+        cuda_sources=(f"// {tag}\n{cuda}",),
+        functions=(function,),
+        extra_cuda_cflags=("-O3", "--use_fast_math"),
+    )
 
 
 def main(argv: list[str]) -> int:
     cache = BuildCache(argv[0] if argv else tempfile.mkdtemp(prefix="kz-splitbench-"))
-    paths = [p for p in sorted((ROOT / "tests" / "kernels" / "correct").glob("cuda_*.py")) if '_cpp_source = "' in p.read_text()]
+    paths = [
+        p
+        for p in sorted((ROOT / "tests" / "kernels" / "correct").glob("cuda_*.py"))
+        if '_cpp_source = "' in p.read_text()
+    ]
     warm = cuda_build.build_extension(fixture_build(paths[0], "warm"), cache)
     print(json.dumps({"one_time_pch_s": warm.seconds.get("pch"), "ok": warm.ok}), flush=True)
     for path in paths:
         for split in (True, False):
             r = cuda_build.build_extension(fixture_build(path, f"split{int(split)}"), cache, split=split)
-            print(json.dumps({"candidate": path.stem, "split": split, "ok": r.ok, "seconds": r.seconds,
-                              "transforms": r.transforms}), flush=True)  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "candidate": path.stem,
+                        "split": split,
+                        "ok": r.ok,
+                        "seconds": r.seconds,
+                        "transforms": r.transforms,
+                    }
+                ),
+                flush=True,
+            )
             if not r.ok:
                 print(r.log[-1500:])
     return 0

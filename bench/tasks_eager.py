@@ -56,9 +56,11 @@ def main() -> int:
         status = "ok" if c.ok else f"FAIL {c.error}: {c.message[:80]}"
         lines.append(f"| {task.name} | {med:.3f} | {p10:.3f} | {p90:.3f} | {status} |")
         print(lines[-1], flush=True)
-    head = (f"{args.suite} eager times at bench sizes, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-            f"{datetime.date.today()}; {slow}/{len(tasks)} tasks at >= 0.1 ms; "
-            f"{sum(c.ok for c in checks.values())}/{len(tasks)} pass the strict check on cuda.\n")
+    head = (
+        f"{args.suite} eager times at bench sizes, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+        f"{datetime.date.today()}; {slow}/{len(tasks)} tasks at >= 0.1 ms; "
+        f"{sum(c.ok for c in checks.values())}/{len(tasks)} pass the strict check on cuda.\n"
+    )
     args.out.write_text(head + "\n" + "\n".join(lines) + "\n")
     print(head)
     return 0

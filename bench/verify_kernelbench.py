@@ -37,8 +37,10 @@ def main() -> int:
     ap.add_argument("--profile", default="default")
     args = ap.parse_args()
     tasks = load_suite(args.dataset).tasks
-    rows = ["| task | scale | status | cand ms | eager ms | speedup | build s | load s | correctness s | timing s | ref timing s | total s | overhead s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| task | scale | status | cand ms | eager ms | speedup | build s | load s | correctness s | timing s | ref timing s | total s | overhead s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, cand, scale in CASES:
         if not (HERE / cand).exists():
             continue
@@ -48,10 +50,12 @@ def main() -> int:
         s = v.stage_seconds
         total = s.get("total", 0.0)
         fmt = lambda x: f"{x:.3f}" if x is not None else "n/a"  # noqa: E731
-        rows.append(f"| {name} | {scale} | {v.status} | {fmt(v.timing.median_ms if v.timing else None)} | "
-                    f"{fmt(v.ref_eager.median_ms if v.ref_eager else None)} | {fmt(v.speedup_eager)} | {s.get('build', 0):.2f} | "
-                    f"{s.get('load', 0):.2f} | {s.get('correctness', 0):.2f} | {s.get('timing', 0):.2f} | "
-                    f"{s.get('reference_timing', 0):.2f} | {total:.2f} | {total - s.get('build', 0):.2f} |")
+        rows.append(
+            f"| {name} | {scale} | {v.status} | {fmt(v.timing.median_ms if v.timing else None)} | "
+            f"{fmt(v.ref_eager.median_ms if v.ref_eager else None)} | {fmt(v.speedup_eager)} | {s.get('build', 0):.2f} | "
+            f"{s.get('load', 0):.2f} | {s.get('correctness', 0):.2f} | {s.get('timing', 0):.2f} | "
+            f"{s.get('reference_timing', 0):.2f} | {total:.2f} | {total - s.get('build', 0):.2f} |"
+        )
         print(rows[-1], v.message[:200], flush=True)
     head = f"KernelBench verify, profile {args.profile}, {torch.cuda.get_device_name()}, torch {torch.__version__}, {datetime.date.today()}\n"
     args.out.write_text(head + "\n" + "\n".join(rows) + "\n")

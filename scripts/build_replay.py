@@ -28,20 +28,22 @@ PLAN = [  # (task, [(fixture or generated variant, prose style)])
     ("level1/11_Sum_Over_Dim", ["correct/triton_sum_dim.py", "wrong/triton_sum_wrong_axis.py"]),
     ("level1/15_Softmax", ["correct/triton_softmax.py", "think:correct/triton_softmax.py"]),
     ("level2/1_Gemm_Bias_Gelu", ["correct/triton_gemm_bias_gelu.py", "think:correct/triton_gemm_bias_gelu.py"]),
-    ("level2/8_Bias_Residual_LayerNorm", ["correct/triton_bias_residual_layernorm.py",
-                                          "truncated:correct/triton_bias_residual_layernorm.py"]),
+    (
+        "level2/8_Bias_Residual_LayerNorm",
+        ["correct/triton_bias_residual_layernorm.py", "truncated:correct/triton_bias_residual_layernorm.py"],
+    ),
     ("level1/12_Mean_Over_Last_Dim", ["wrong/triton_mean_keepdim.py", "fallback:mean"]),
     ("level1/22_SiLU", ["wrong/triton_tl_typo.py", "refusal:"]),
     ("level1/23_Softplus", ["wrong/triton_launch_missing_arg.py", "fallback:softplus"]),
-]  # fmt: skip
+]
 
 FALLBACKS = {
     "mean": "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
-            "        super().__init__()\n\n    def forward(self, x):\n        return x.mean(dim=-1)\n",
+    "        super().__init__()\n\n    def forward(self, x):\n        return x.mean(dim=-1)\n",
     "softplus": "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n"
-                "    def __init__(self, beta, threshold):\n        super().__init__()\n        self.beta, self.threshold = beta, threshold\n\n"
-                "    def forward(self, x):\n        return F.softplus(x, self.beta, self.threshold)\n",
-}  # fmt: skip
+    "    def __init__(self, beta, threshold):\n        super().__init__()\n        self.beta, self.threshold = beta, threshold\n\n"
+    "    def forward(self, x):\n        return F.softplus(x, self.beta, self.threshold)\n",
+}
 
 
 def code_of(fixture: str) -> str:
@@ -49,15 +51,19 @@ def code_of(fixture: str) -> str:
 
 
 def wrap(code: str, idx: int) -> str:
-    intros = ["Here is an optimized implementation with a custom Triton kernel.",
-              "Below, `ModelNew` replaces the PyTorch operators with a fused Triton kernel."]  # fmt: skip
+    intros = [
+        "Here is an optimized implementation with a custom Triton kernel.",
+        "Below, `ModelNew` replaces the PyTorch operators with a fused Triton kernel.",
+    ]
     outro = "The kernel processes one block per program and masks the ragged edge."
     return f"{intros[idx % 2]}\n\n```python\n{code}```\n\n{outro}\n"
 
 
 def completion(spec: str, idx: int) -> tuple[str, str]:
     """(text, finish_reason) for one planned sample."""
-    kind, _, rest = spec.partition(":") if ":" in spec and not spec.startswith(("correct/", "wrong/")) else ("", "", spec)
+    kind, _, rest = (
+        spec.partition(":") if ":" in spec and not spec.startswith(("correct/", "wrong/")) else ("", "", spec)
+    )
     if kind == "think":
         plan = "<think>\nThe reference is memory-bound; one pass over the rows keeps the data in registers.\n</think>\n"
         return plan + wrap(code_of(rest), idx), "stop"

@@ -26,16 +26,38 @@ def _replay(tmp_path: Path) -> Path:
     for task, files in TASKS.items():
         for idx, name in enumerate(files):
             code = (KERNELS / name).read_text()
-            lines.append(json.dumps({"task": task, "sample_idx": idx, "completion": f"Answer:\n```python\n{code}```\n"}))
+            lines.append(
+                json.dumps({"task": task, "sample_idx": idx, "completion": f"Answer:\n```python\n{code}```\n"})
+            )
     path = tmp_path / "replay.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def _cmd(replay: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "kernelzero", "eval", "kz-basic", "--preset", "smoke", "-n", "2", "--model",
-            f"replay:{replay}", "--backend", "triton", "--out", str(out), "--jobs", "2", "--device", "cpu",
-            "--store", str(out.parent / "verdicts.sqlite")]
+    return [
+        sys.executable,
+        "-m",
+        "kernelzero",
+        "eval",
+        "kz-basic",
+        "--preset",
+        "smoke",
+        "-n",
+        "2",
+        "--model",
+        f"replay:{replay}",
+        "--backend",
+        "triton",
+        "--out",
+        str(out),
+        "--jobs",
+        "2",
+        "--device",
+        "cpu",
+        "--store",
+        str(out.parent / "verdicts.sqlite"),
+    ]
 
 
 def _env() -> dict:
@@ -64,8 +86,9 @@ def test_jsonl_log_cuts_a_complete_but_invalid_last_line(tmp_path):
 @pytest.mark.slow
 def test_eval_resumes_after_sigkill_without_duplicates(tmp_path):
     replay, out = _replay(tmp_path), tmp_path / "run"
-    proc = subprocess.Popen(_cmd(replay, out), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        _cmd(replay, out), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+    )
     verdicts = out / "verdicts.jsonl"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not (verdicts.exists() and verdicts.read_text().count("\n") >= 2):

@@ -18,10 +18,21 @@ from kernelzero.metrics import fast_p, fast_p_at_k, geomean_speedup, pass_at_k, 
 from kernelzero.types import Sample, Verdict, to_dict
 
 
-def verdict(status: str, task: str = "t", eager: float | None = None, compile_: float | None = None,
-            device: str = "NVIDIA H200") -> Verdict:  # fmt: skip
-    return Verdict(status=status, task=task, task_hash="h", candidate_hash="c", backend="triton", profile="default",
-                   device=device, stage="done", speedup_eager=eager, speedup_compile=compile_)  # fmt: skip
+def verdict(
+    status: str, task: str = "t", eager: float | None = None, compile_: float | None = None, device: str = "NVIDIA H200"
+) -> Verdict:
+    return Verdict(
+        status=status,
+        task=task,
+        task_hash="h",
+        candidate_hash="c",
+        backend="triton",
+        profile="default",
+        device=device,
+        stage="done",
+        speedup_eager=eager,
+        speedup_compile=compile_,
+    )
 
 
 def record(task: str, idx: int, status: str, level: int | None = 1, policies: dict | None = None, **kw) -> dict:
@@ -32,8 +43,18 @@ def record(task: str, idx: int, status: str, level: int | None = 1, policies: di
 
 
 def sample(task: str, idx: int, level: int | None = 1, tokens: int | None = None) -> Sample:
-    return Sample(task=task, task_hash="h", sample_idx=idx, level=level, backend="triton", model="m",
-                  prompt_version="v", completion="", code="", output_tokens=tokens)  # fmt: skip
+    return Sample(
+        task=task,
+        task_hash="h",
+        sample_idx=idx,
+        level=level,
+        backend="triton",
+        model="m",
+        prompt_version="v",
+        completion="",
+        code="",
+        output_tokens=tokens,
+    )
 
 
 def test_docstring_examples_hold():
@@ -80,15 +101,18 @@ def test_fast_p_is_strict_at_the_threshold():
 
 def test_geomean_speedup():
     assert geomean_speedup([2.0, 8.0]) == pytest.approx(4.0)
-    assert geomean_speedup([1.5, 1.0, 3.0, 2.0]) == pytest.approx(9 ** 0.25)
+    assert geomean_speedup([1.5, 1.0, 3.0, 2.0]) == pytest.approx(9**0.25)
     assert geomean_speedup([None]) is None
     with pytest.raises(ValueError):
         geomean_speedup([0.0, 2.0])
 
 
 def test_cpu_run_has_no_speed_metrics_not_zeros():
-    records = [record("a", 0, "correct", device="cpu"), record("a", 1, "mismatch", device="cpu"),
-               record("b", 0, "compiled", device="cpu")]  # fmt: skip
+    records = [
+        record("a", 0, "correct", device="cpu"),
+        record("a", 1, "mismatch", device="cpu"),
+        record("b", 0, "compiled", device="cpu"),
+    ]
     m = summarise([], records, ks=(1,))
     assert m["timed"] == {"eager": False, "compile": False}
     for group in (m["overall"], m["levels"]["1"]):
@@ -115,7 +139,7 @@ def test_per_level_split_and_overall_average_over_tasks():
     assert m["overall"]["pass@k"]["1"] == pytest.approx(0.65)
     assert m["overall"]["tasks"] == 2 and m["overall"]["samples"] == 20
     assert m["levels"]["1"]["geomean_speedup"]["eager"] == pytest.approx(2.0)
-    assert m["overall"]["geomean_speedup"]["eager"] == pytest.approx((2.0 ** 3 * 0.5 ** 10) ** (1 / 13))
+    assert m["overall"]["geomean_speedup"]["eager"] == pytest.approx((2.0**3 * 0.5**10) ** (1 / 13))
     assert m["levels"]["2"]["fast_p"]["1"] == 0.0 and m["levels"]["2"]["fast_p"]["0.5"] == 0.0
     assert m["levels"]["1"]["fast_p"]["1.5"] == 1.0
     assert list(m["levels"]) == ["1", "2"]
@@ -133,8 +157,12 @@ def test_tasks_with_different_sample_counts_use_their_own_n():
 
 
 def test_fast_p_reads_the_first_sample_and_fast_p_at_k_all_samples():
-    records = [record("a", 0, "correct", eager=1.0), record("a", 1, "correct", eager=3.0),
-               record("a", 2, "mismatch"), record("a", 3, "correct", eager=1.5)]  # fmt: skip
+    records = [
+        record("a", 0, "correct", eager=1.0),
+        record("a", 1, "correct", eager=3.0),
+        record("a", 2, "mismatch"),
+        record("a", 3, "correct", eager=1.5),
+    ]
     m = summarise([], records, ks=(1, 2))["overall"]
     assert m["fast_p"]["1"] == 0.0  # the first sample is exactly 1.0x: not faster
     assert m["fast_p"]["0"] == 1.0
@@ -152,21 +180,32 @@ def test_speed_compile_uses_compile_speedups():
 
 def test_policy_selects_the_status():
     strict_fail = {"kernelbench": "correct", "strict": "mismatch"}
-    records = [record("a", 0, "correct", policies=strict_fail), record("a", 1, "correct"),
-               record("a", 2, "mismatch", policies={"kernelbench": "correct"})]  # fmt: skip
+    records = [
+        record("a", 0, "correct", policies=strict_fail),
+        record("a", 1, "correct"),
+        record("a", 2, "mismatch", policies={"kernelbench": "correct"}),
+    ]
     assert summarise([], records, ks=(1,))["overall"]["correct"] == 2
     strict = summarise([], records, ks=(1,), policy="strict")["overall"]
     assert strict["correct"] == 1 and strict["statuses"] == {"correct": 1, "mismatch": 2}
     assert summarise([], records, ks=(1,), policy="kernelbench")["overall"]["correct"] == 3
-    from_verdict = {"task": "a", "sample_idx": 0, "level": 1,
-                    "verdict": replace(verdict("correct", "a"), policy_status={"strict": "torch_compute"})}  # fmt: skip
+    from_verdict = {
+        "task": "a",
+        "sample_idx": 0,
+        "level": 1,
+        "verdict": replace(verdict("correct", "a"), policy_status={"strict": "torch_compute"}),
+    }
     assert summarise([], [from_verdict], ks=(1,), policy="strict")["overall"]["statuses"] == {"torch_compute": 1}
 
 
 def test_tokens_last_verdict_wins_and_unverified_samples():
     samples = [sample("a", 0, tokens=100), sample("a", 1, tokens=300), sample("a", 2), sample("a", 3, tokens=900)]
-    records = [record("a", 0, "mismatch"), record("a", 1, "correct", eager=1.2), record("a", 2, "correct", eager=1.2),
-               record("a", 0, "correct", eager=1.2)]  # fmt: skip
+    records = [
+        record("a", 0, "mismatch"),
+        record("a", 1, "correct", eager=1.2),
+        record("a", 2, "correct", eager=1.2),
+        record("a", 0, "correct", eager=1.2),
+    ]
     m = summarise(samples, records, ks=(1,))
     assert m["unverified_samples"] == 1  # sample 3 has no verdict: left out, tokens too
     assert m["overall"]["avg_output_tokens"] == pytest.approx(200.0)

@@ -27,13 +27,40 @@ from kernelzero.types import Sample, Verdict, to_dict
 #          tokens: 400 (one sample without a count)
 # all: pass@1 (0.6 + 0.2 + 0.8) / 3 = 53.3 %; pass@5 100.0 %; pass@10 not estimated (n = 5)
 GPU_RUN = [
-    ("level1/1_a", 1, [("correct", 1.5, 100), ("correct", 1.0, 100), ("mismatch", None, 100),
-                       ("runtime_error", None, 100), ("correct", 3.0, 100)]),
-    ("level1/2_b", 1, [("mismatch", None, 300), ("correct", 2.0, 300), ("timeout", None, 300),
-                       ("mismatch", None, 300), ("compile_error", None, 300)]),
-    ("level2/1_c", 2, [("correct", 0.5, None), ("correct", 0.8, 400), ("correct", 4.0, 400),
-                       ("correct", 1.25, 400), ("mismatch", None, 400)]),
-]  # fmt: skip
+    (
+        "level1/1_a",
+        1,
+        [
+            ("correct", 1.5, 100),
+            ("correct", 1.0, 100),
+            ("mismatch", None, 100),
+            ("runtime_error", None, 100),
+            ("correct", 3.0, 100),
+        ],
+    ),
+    (
+        "level1/2_b",
+        1,
+        [
+            ("mismatch", None, 300),
+            ("correct", 2.0, 300),
+            ("timeout", None, 300),
+            ("mismatch", None, 300),
+            ("compile_error", None, 300),
+        ],
+    ),
+    (
+        "level2/1_c",
+        2,
+        [
+            ("correct", 0.5, None),
+            ("correct", 0.8, 400),
+            ("correct", 4.0, 400),
+            ("correct", 1.25, 400),
+            ("mismatch", None, 400),
+        ],
+    ),
+]
 CPU_RUN = [("level1/1_a", 1, [("correct", None, 80), ("compiled", None, 90), ("mismatch", None, 100)])]
 
 
@@ -49,17 +76,47 @@ def write_run(folder: Path, tasks: list, device: str = "NVIDIA H200", model: str
     samples, verdicts = [], []
     for task, level, outcomes in tasks:
         for idx, (status, speedup, tokens) in enumerate(outcomes):
-            samples.append(Sample(task=task, task_hash="h", sample_idx=idx, level=level, backend="triton", model=model,
-                                  prompt_version="triton-v1", completion="```python\n```", code="",
-                                  output_tokens=tokens))  # fmt: skip
-            v = Verdict(status=status, task=task, task_hash="h", candidate_hash=f"c{idx}", backend="triton",
-                        profile="default", device=device, stage="done", speedup_eager=speedup)  # fmt: skip
-            verdicts.append({"task": task, "sample_idx": idx, "level": level, "verdict": to_dict(v),
-                             "policies": {"kernelbench": status, "strict": "mismatch"}})  # fmt: skip
+            samples.append(
+                Sample(
+                    task=task,
+                    task_hash="h",
+                    sample_idx=idx,
+                    level=level,
+                    backend="triton",
+                    model=model,
+                    prompt_version="triton-v1",
+                    completion="```python\n```",
+                    code="",
+                    output_tokens=tokens,
+                )
+            )
+            v = Verdict(
+                status=status,
+                task=task,
+                task_hash="h",
+                candidate_hash=f"c{idx}",
+                backend="triton",
+                profile="default",
+                device=device,
+                stage="done",
+                speedup_eager=speedup,
+            )
+            verdicts.append(
+                {
+                    "task": task,
+                    "sample_idx": idx,
+                    "level": level,
+                    "verdict": to_dict(v),
+                    "policies": {"kernelbench": status, "strict": "mismatch"},
+                }
+            )
     (folder / "samples.jsonl").write_text("".join(json.dumps(to_dict(s)) + "\n" for s in samples))
     (folder / "verdicts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in verdicts))
-    run = {"config": {"model": model, "backend": "triton", "suite": "kz-basic", "samples": 5, "profile": "default"},
-           "date": "2026-11-29T17:52:24", "versions": {"torch": "2.13.0"}}  # as `kernelzero eval` writes it
+    run = {
+        "config": {"model": model, "backend": "triton", "suite": "kz-basic", "samples": 5, "profile": "default"},
+        "date": "2026-11-29T17:52:24",
+        "versions": {"torch": "2.13.0"},
+    }  # as `kernelzero eval` writes it
     (folder / "run.json").write_text(json.dumps(run))
     return folder
 
@@ -94,7 +151,7 @@ def test_run_report_markdown_has_the_hand_computed_numbers(tmp_path, no_plots):
     assert (l1["fast_1"], l1["fast_0"], l1["fast_1.5"], l1["geomean vs eager"]) == ("50.0", "50.0", "0.0", "1.73x")
     assert (l1["geomean vs compile"], l1["avg tokens"], l1["correct"]) == ("n/a", "200", "4/10")
     assert (l2["pass@1"], l2["fast_1"], l2["fast_0"]) == ("80.0", "0.0", "100.0")
-    fast_at_k = text[text.index("### fast_p@k"):text.index("### Statuses")]
+    fast_at_k = text[text.index("### fast_p@k") : text.index("### Statuses")]
     assert row(fast_at_k, "level 1")[1:4] == ["0", "40.0", "100.0"]  # p = 0: fast_0@1 is pass@1
     level1_rows = [line.split("|")[2:4] for line in fast_at_k.splitlines() if line.startswith("| level 1 ")]
     assert [[c.strip() for c in r] for r in level1_rows] == [["0", "40.0"], ["1", "30.0"], ["1.5", "20.0"]]  # fast_p@1
@@ -106,7 +163,7 @@ def test_run_report_markdown_has_the_hand_computed_numbers(tmp_path, no_plots):
 
 def test_run_report_status_breakdown(tmp_path, no_plots):
     text = write_report(write_run(tmp_path / "gpu", GPU_RUN)).read_text()
-    statuses = text[text.index("### Statuses"):]
+    statuses = text[text.index("### Statuses") :]
     l1 = cells_by_header(statuses, "level 1")
     assert (l1["correct"], l1["mismatch"], l1["timeout"], l1["total"]) == ("4", "3", "1", "10")
     assert cells_by_header(statuses, "level 2")["runtime_error"] == "0"
@@ -147,11 +204,11 @@ def test_compare_runs_one_table_per_level_one_row_per_run(tmp_path):
     gpu, cpu = write_run(tmp_path / "gpu", GPU_RUN), write_run(tmp_path / "cpu", CPU_RUN, device="cpu")
     text = compare_runs([gpu, cpu])
     assert [line for line in text.splitlines() if line.startswith("### ")] == ["### level 1", "### level 2", "### all"]
-    level1 = text[text.index("### level 1"):text.index("### level 2")]
+    level1 = text[text.index("### level 1") : text.index("### level 2")]
     assert cells_by_header(level1, "gpu")["pass@1"] == "40.0" and cells_by_header(level1, "cpu")["pass@1"] == "33.3"
     assert cells_by_header(level1, "cpu")["fast_1"] == "n/a" and cells_by_header(level1, "cpu")["fast_1@1"] == "n/a"
     assert cells_by_header(level1, "gpu")["fast_1@1"] == "30.0" and cells_by_header(level1, "cpu")["pass@5"] == "–"
-    level2 = text[text.index("### level 2"):text.index("### all")]
+    level2 = text[text.index("### level 2") : text.index("### all")]
     assert "| cpu |" not in level2 and cells_by_header(level2, "gpu")["pass@1"] == "80.0"
 
 
@@ -201,7 +258,6 @@ def test_cli_prints_markdown_and_writes_files(tmp_path, capsys, no_plots):
     assert args.run(args) == 0
     assert html_out.read_text().startswith("<!DOCTYPE html>") and "speed vs compile" in md_out.read_text()
     assert (gpu / "report.md").is_file()
-
 
 
 def test_print_summary_shows_the_metrics_on_the_terminal(tmp_path):

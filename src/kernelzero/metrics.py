@@ -144,8 +144,9 @@ def _rows(samples: Iterable[Any], verdict_records: Iterable[dict], policy: str |
     return list(rows.values()), len(set(by_key) - set(rows))
 
 
-def correct_speedups(samples: Iterable[Any], verdict_records: Iterable[dict], baseline: str = "eager",
-                     policy: str | None = None) -> list[float]:  # fmt: skip
+def correct_speedups(
+    samples: Iterable[Any], verdict_records: Iterable[dict], baseline: str = "eager", policy: str | None = None
+) -> list[float]:
     """The speedups (vs `baseline`) of the correct samples that have one, e.g. for a histogram."""
     rows, _ = _rows(samples, verdict_records, policy)
     return [r.speedups[baseline] for r in rows if r.correct and r.speedups[baseline] is not None]
@@ -163,8 +164,9 @@ def p_key(p: float) -> str:
     return f"{p:g}"
 
 
-def _group(rows: Sequence[_Row], ks: Sequence[int], ps: Sequence[float], speed: str,
-           timed: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
+def _group(
+    rows: Sequence[_Row], ks: Sequence[int], ps: Sequence[float], speed: str, timed: dict[str, bool]
+) -> dict[str, Any]:
     """Metrics of one group of rows (a level, or the whole run), each task with its own n."""
     by_task: dict[str, list[_Row]] = defaultdict(list)
     for r in rows:
@@ -179,12 +181,15 @@ def _group(rows: Sequence[_Row], ks: Sequence[int], ps: Sequence[float], speed: 
     pass_k = {str(k): mean_at_k(lambda r: r.correct, k) for k in estimated}
     fast_k = fast_first = None
     if timed[speed]:
-        fast_k = {p_key(p): {str(k): mean_at_k(lambda r, p=p: is_fast(r.correct, r.speedups[speed], p), k)
-                             for k in estimated} for p in ps}  # fmt: skip
+        fast_k = {
+            p_key(p): {str(k): mean_at_k(lambda r, p=p: is_fast(r.correct, r.speedups[speed], p), k) for k in estimated}
+            for p in ps
+        }
         first = [min(t, key=lambda r: r.idx) for t in tasks]
         fast_first = {p_key(p): fast_p([(r.correct, r.speedups[speed]) for r in first], p) for p in ps}
-    geomean = {b: geomean_speedup(r.speedups[b] for r in rows if r.correct) if timed[b] else None
-               for b in SPEED_BASELINES}  # fmt: skip
+    geomean = {
+        b: geomean_speedup(r.speedups[b] for r in rows if r.correct) if timed[b] else None for b in SPEED_BASELINES
+    }
     tokens = [r.tokens for r in rows if r.tokens is not None]
     counts = Counter(r.status for r in rows)
     order = [s for s in STATUSES if s in counts] + sorted(set(counts) - set(STATUSES))
@@ -209,9 +214,14 @@ def level_key(level: int | None) -> str:
     return "unknown" if level is None else str(level)
 
 
-def summarise(samples: Iterable[Any], verdict_records: Iterable[dict], ks: Sequence[int] = DEFAULT_KS,
-              ps: Sequence[float] = DEFAULT_PS, speed: str = "eager",
-              policy: str | None = None) -> dict[str, Any]:  # fmt: skip
+def summarise(
+    samples: Iterable[Any],
+    verdict_records: Iterable[dict],
+    ks: Sequence[int] = DEFAULT_KS,
+    ps: Sequence[float] = DEFAULT_PS,
+    speed: str = "eager",
+    policy: str | None = None,
+) -> dict[str, Any]:
     """Metrics of a run, overall and per level, as a JSON-ready dict (eval writes it as metrics.json).
 
     `samples`: `Sample`s or their dicts (for output tokens and levels). `verdict_records`: the lines of

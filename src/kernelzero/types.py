@@ -162,7 +162,9 @@ class Verdict:
     own_kernels: dict[str, int] = field(default_factory=dict)  # the candidate's kernels launched in one forward
     torch_ops: tuple[str, ...] = ()  # PyTorch compute ops seen inside forward (allowed under "kernelbench")
     task_degenerate: tuple[str, ...] = ()  # trivial answers that would pass on this task (tasks/quality.py)
-    stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage; gpu_lease_at: epoch s the GPU lease was taken
+    stage_seconds: dict[str, float] = field(
+        default_factory=dict
+    )  # wall time per stage; gpu_lease_at: epoch s the GPU lease was taken
     versions: dict[str, str] = field(default_factory=dict)  # torch, triton, python, kernelzero
 
 

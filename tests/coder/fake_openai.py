@@ -87,8 +87,11 @@ class FakeOpenAI:
         out_tokens = len(message["content"].split()) * n
         prompt = usage_for(body["messages"])
         usage = {"prompt_tokens": prompt, "completion_tokens": out_tokens, "total_tokens": prompt + out_tokens}
-        return 200, {}, {"id": "cmpl-1", "object": "chat.completion", "model": body["model"], "choices": choices,
-                         "usage": usage}
+        return (
+            200,
+            {},
+            {"id": "cmpl-1", "object": "chat.completion", "model": body["model"], "choices": choices, "usage": usage},
+        )
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self

@@ -17,9 +17,11 @@ from tiny_hf import build_tiny_qwen2  # noqa: E402
 
 PROMPTS = {
     "short": [{"role": "user", "content": "Write a kernel."}],
-    "long": [{"role": "system", "content": "You write Triton kernels."},
-             {"role": "user", "content": "Rewrite this module with a fused kernel, please."}],
-}  # fmt: skip
+    "long": [
+        {"role": "system", "content": "You write Triton kernels."},
+        {"role": "user", "content": "Rewrite this module with a fused kernel, please."},
+    ],
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -93,6 +95,7 @@ def test_end_of_sequence_stops_a_sample(tiny_model, tmp_path):
 
 
 def test_resumed_run_asks_only_for_missing_samples(backend):
-    gens = backend.generate([GenRequest("p", PROMPTS["short"], sample_idxs=(2, 3))],
-                            SamplingParams(n=4, max_tokens=4, seed=0))["p"]  # fmt: skip
+    gens = backend.generate(
+        [GenRequest("p", PROMPTS["short"], sample_idxs=(2, 3))], SamplingParams(n=4, max_tokens=4, seed=0)
+    )["p"]
     assert [g.sample_idx for g in gens] == [2, 3]

@@ -26,13 +26,16 @@ def req(key: str, *idxs: int) -> GenRequest:
 
 
 def test_completions_come_back_in_sample_idx_order(tmp_path):
-    path = write_jsonl(tmp_path / "s.jsonl", [
-        {"task": "a", "completion": "a2", "sample_idx": 2, "output_tokens": 12},
-        {"task": "b", "completion": "b0"},
-        {"task": "a", "completion": "a0", "sample_idx": 0, "output_tokens": 10, "finish_reason": "stop"},
-        {"task": "a", "completion": "a1", "sample_idx": 1, "output_tokens": 11, "extra_field": "ignored"},
-        {"task": "b", "completion": "b1"},
-    ])  # fmt: skip
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            {"task": "a", "completion": "a2", "sample_idx": 2, "output_tokens": 12},
+            {"task": "b", "completion": "b0"},
+            {"task": "a", "completion": "a0", "sample_idx": 0, "output_tokens": 10, "finish_reason": "stop"},
+            {"task": "a", "completion": "a1", "sample_idx": 1, "output_tokens": 11, "extra_field": "ignored"},
+            {"task": "b", "completion": "b1"},
+        ],
+    )
     backend = load_backend(f"replay:{path}")
     done = []
     results = backend.generate([req("a"), req("b")], SamplingParams(n=2), on_done=lambda r, g: done.append(r.key))
@@ -47,17 +50,22 @@ def test_completions_come_back_in_sample_idx_order(tmp_path):
 
 
 def test_missing_samples_are_reported_not_invented(tmp_path):
-    path = write_jsonl(tmp_path / "s.jsonl", [
-        {"task": "a", "completion": "a0", "sample_idx": 0},
-        {"task": "a", "completion": "a5", "sample_idx": 5},  # gaps close up: this is the 2nd completion
-    ])  # fmt: skip
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            {"task": "a", "completion": "a0", "sample_idx": 0},
+            {"task": "a", "completion": "a5", "sample_idx": 5},  # gaps close up: this is the 2nd completion
+        ],
+    )
     backend = load_backend(f"replay:{path}")
     results = backend.generate([req("a"), req("nowhere")], SamplingParams(n=4))
     assert [(g.sample_idx, g.text) for g in results["a"]] == [(0, "a0"), (1, "a5")]
     assert results["nowhere"] == []
     assert backend.missing == {"a": [2, 3], "nowhere": [0, 1, 2, 3]}
-    assert backend.warnings == [f"a: 2 completions stored in {path}, missing sample_idx 2-3",
-                                f"nowhere: 0 completions stored in {path}, missing sample_idx 0-3"]  # fmt: skip
+    assert backend.warnings == [
+        f"a: 2 completions stored in {path}, missing sample_idx 2-3",
+        f"nowhere: 0 completions stored in {path}, missing sample_idx 0-3",
+    ]
 
 
 def test_explicit_sample_idxs_pick_from_the_ranking(tmp_path):
@@ -68,11 +76,14 @@ def test_explicit_sample_idxs_pick_from_the_ranking(tmp_path):
     assert backend.missing == {"a": [7]}
 
 
-@pytest.mark.parametrize("line, message", [
-    ("not json", "not JSON"),
-    ('{"task": "a"}', "need"),
-    ('{"task": "a", "completion": "x", "sample_idx": -1}', "sample_idx must be"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("not json", "not JSON"),
+        ('{"task": "a"}', "need"),
+        ('{"task": "a", "completion": "x", "sample_idx": -1}', "sample_idx must be"),
+    ],
+)
 def test_bad_lines_fail_with_the_line_number(tmp_path, line, message):
     path = tmp_path / "s.jsonl"
     path.write_text('{"task": "a", "completion": "x"}\n\n' + line + "\n")
@@ -81,8 +92,10 @@ def test_bad_lines_fail_with_the_line_number(tmp_path, line, message):
 
 
 def test_duplicate_sample_idx_is_an_error(tmp_path):
-    path = write_jsonl(tmp_path / "s.jsonl", [{"task": "a", "completion": "x", "sample_idx": 0},
-                                              {"task": "a", "completion": "y", "sample_idx": 0}])  # fmt: skip
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [{"task": "a", "completion": "x", "sample_idx": 0}, {"task": "a", "completion": "y", "sample_idx": 0}],
+    )
     with pytest.raises(ValueError, match="sample_idx 0 appears twice"):
         load_backend(f"replay:{path}")
 
@@ -129,8 +142,15 @@ def test_sampling_params_are_validated(kwargs):
 
 def test_importing_the_coder_loads_no_heavy_library():
     # Backends import transformers / vllm only when built; `kernelzero eval` with an HTTP server needs neither.
-    code = ("import sys, kernelzero.coder, kernelzero.coder.backends; "
-            "print(sorted(m for m in ('torch', 'transformers', 'vllm') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    code = (
+        "import sys, kernelzero.coder, kernelzero.coder.backends; "
+        "print(sorted(m for m in ('torch', 'transformers', 'vllm') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
+    )
     assert out.stdout.strip() == "[]"

@@ -38,9 +38,15 @@ def test_messages_hold_the_task_source_and_the_instructions(backend):
     assert {"cuda": "CUDA", "triton": "Triton"}[backend] in system["content"]
     text = user["content"]
     assert f"```python\n{task.source}```" in text  # verbatim, fenced
-    for phrase in ["`ModelNew`", "ModelNew(*get_init_inputs())", "same arguments as `Model.__init__`",
-                   "same inputs as `Model.forward`", "same shapes and dtypes", "do not fall back to PyTorch",
-                   "one ```python code block"]:  # fmt: skip
+    for phrase in [
+        "`ModelNew`",
+        "ModelNew(*get_init_inputs())",
+        "same arguments as `Model.__init__`",
+        "same inputs as `Model.forward`",
+        "same shapes and dtypes",
+        "do not fall back to PyTorch",
+        "one ```python code block",
+    ]:
         assert phrase in text, phrase
     backend_words = {"cuda": ["load_inline", "__global__"], "triton": ["@triton.jit"]}[backend]
     assert all(w in text for w in backend_words)
@@ -69,8 +75,15 @@ def test_unknown_backend_lists_the_valid_ones():
 
 def test_templates_are_package_data():
     names = {p.name for p in (resources.files("kernelzero.coder") / "templates").iterdir()}
-    assert {"system_cuda.txt", "user_cuda.txt", "system_triton.txt", "user_triton.txt", "example_model.py",
-            "example_cuda.py", "example_triton.py"} <= names  # fmt: skip
+    assert {
+        "system_cuda.txt",
+        "user_cuda.txt",
+        "system_triton.txt",
+        "user_triton.txt",
+        "example_model.py",
+        "example_cuda.py",
+        "example_triton.py",
+    } <= names
 
 
 def test_prompt_versions():

@@ -37,9 +37,12 @@ def _free_port() -> int:
 
 def _start(db: Path, port: int, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db),
-                             "--jobs", "2", *extra], env=env, stdout=subprocess.DEVNULL,
-                            stderr=open(db.with_suffix(".log"), "ab"))  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), "--jobs", "2", *extra],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(db.with_suffix(".log"), "ab"),
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert proc.poll() is None, db.with_suffix(".log").read_text()
@@ -91,8 +94,10 @@ def test_verify_through_the_client_and_metrics(server):
     assert Client(server).health()["ok"] is True  # /healthz needs no token
     client = Client(server, token=TOKEN)
     task = _task()
-    verdicts = client.verify_batch([(task, GELU, "triton", {"compile_check": False}),
-                                    (task, "not python (", "triton", {"compile_check": False})], timeout_s=120)  # fmt: skip
+    verdicts = client.verify_batch(
+        [(task, GELU, "triton", {"compile_check": False}), (task, "not python (", "triton", {"compile_check": False})],
+        timeout_s=120,
+    )
     assert [v.status for v in verdicts] == ["correct", "format_error"]
     assert verdicts[0].task == "level1/21_GELU"
     assert client.verify(task, "not python (", "triton", compile_check=False).status == "format_error"

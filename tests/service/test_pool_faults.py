@@ -26,8 +26,11 @@ def _request(tag=0) -> VerifyRequest:
 
 def _judges() -> list[int]:
     """Pids of this process's children that are verification judges (`kernelzero.verify.launch`)."""
-    return [pid for pid, parent in process_tree().items()
-            if parent == os.getpid() and "kernelzero.verify.launch" in cmdline(pid)]  # fmt: skip
+    return [
+        pid
+        for pid, parent in process_tree().items()
+        if parent == os.getpid() and "kernelzero.verify.launch" in cmdline(pid)
+    ]
 
 
 def _killer(times: int, seen: set, stop: threading.Event) -> None:
@@ -98,7 +101,18 @@ def test_thread_safe_sandbox_argv_drops_inside_the_new_namespace(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/unshare")
     argv, kwargs = thread_safe_argv(["python3", "-c", "pass"], SandboxPlan(65534, 65534, True, []))
     # root creates the namespace, then unshare itself drops to the user
-    assert argv == ["/usr/bin/unshare", "--net", "--setgid", "65534", "--setuid", "65534", "--", "python3", "-c", "pass"]
+    assert argv == [
+        "/usr/bin/unshare",
+        "--net",
+        "--setgid",
+        "65534",
+        "--setuid",
+        "65534",
+        "--",
+        "python3",
+        "-c",
+        "pass",
+    ]
     assert kwargs == {}
     monkeypatch.setattr(shutil, "which", lambda name: None)
     for netns in (True, False):  # without unshare (or a namespace), Popen drops to the user itself
@@ -131,8 +145,16 @@ def test_verdicts_about_the_runner_are_not_stored(tmp_path):
     from kernelzero.types import Verdict
 
     store = VerdictStore(tmp_path / "v.sqlite")
-    v = Verdict(status="crash", task="t", task_hash="h", candidate_hash="c", backend="cuda", profile="default",
-                device="cpu", stage="runner")  # fmt: skip
+    v = Verdict(
+        status="crash",
+        task="t",
+        task_hash="h",
+        candidate_hash="c",
+        backend="cuda",
+        profile="default",
+        device="cpu",
+        stage="runner",
+    )
     store.put("k", v)
     assert store.get("k") is None
 

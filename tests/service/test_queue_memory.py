@@ -54,8 +54,12 @@ def test_a_thousand_queued_requests_are_persisted_and_memory_stays_bounded(tmp_p
     db, port = tmp_path / "service.sqlite", _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     log = open(tmp_path / "serve.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db),
-                             "--jobs", "1"], env=env, stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), "--jobs", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     client = Client(f"http://127.0.0.1:{port}")
     below: list[int] = []
     base = peak = 0.0
@@ -77,8 +81,10 @@ def test_a_thousand_queued_requests_are_persisted_and_memory_stays_bounded(tmp_p
         task_dict, opts = to_dict(task), {"compile_check": False, "trials": 1}
         ids, peak = [], base
         for start in range(0, N, PER_POST):
-            batch = [request_dict(task_dict, f"# request {i}: {'x' * PAD}\n{GELU}", "triton", opts)
-                     for i in range(start, start + PER_POST)]  # fmt: skip
+            batch = [
+                request_dict(task_dict, f"# request {i}: {'x' * PAD}\n{GELU}", "triton", opts)
+                for i in range(start, start + PER_POST)
+            ]
             ids += client.submit(batch)
             peak = max(peak, _rss_mb(proc.pid))
         for _ in range(10):  # the worker claims and verifies meanwhile

@@ -43,7 +43,10 @@ def test_ray_backend(tmp_path):
 
 def _statuses_match_the_local_pool_and_the_store_answers_a_repeat(task, tmp_path):
     def requests():  # one request that runs the judge, two the verifier answers before running anything
-        return [VerifyRequest(task, c, "triton", OPTS, tag=i) for i, c in enumerate([MISSING_ARG, "not python (", NO_KERNEL])]
+        return [
+            VerifyRequest(task, c, "triton", OPTS, tag=i)
+            for i, c in enumerate([MISSING_ARG, "not python (", NO_KERNEL])
+        ]
 
     store = VerdictStore(tmp_path / "v.sqlite")
     with ThreadPoolExecutor(1) as side:  # the local pool at the same time

@@ -114,7 +114,9 @@ def test_the_pool_uses_standby_judges():
     task, good = _case("correct/triton_gelu.py")
     opts = options_for(compile_check=False)
     requests = [VerifyRequest(task, good + f"\n# variant {i}\n", "triton", opts, tag=i) for i in range(2)]
-    results = {r.tag: v for r, v in verify_many(requests, jobs=1, standby=1)}  # one at a time: the first starts a standby
+    results = {
+        r.tag: v for r, v in verify_many(requests, jobs=1, standby=1)
+    }  # one at a time: the first starts a standby
     assert all(v.status == "correct" for v in results.values()), [v.message for v in results.values()]
     second = results[1]
     assert any(n.startswith("standby worker: dispatch") for n in second.notes), second.notes

@@ -15,8 +15,16 @@ TASK = Task("t", "import torch\nn = 4\n")
 
 
 def _verdict(status="correct", stage="done", task="t") -> Verdict:
-    return Verdict(status=status, task=task, task_hash="h", candidate_hash="c", backend="triton", profile="default",
-                   device="cpu", stage=stage)  # fmt: skip
+    return Verdict(
+        status=status,
+        task=task,
+        task_hash="h",
+        candidate_hash="c",
+        backend="triton",
+        profile="default",
+        device="cpu",
+        stage=stage,
+    )
 
 
 def test_key_changes_with_each_part_of_the_request():
@@ -24,10 +32,13 @@ def test_key_changes_with_each_part_of_the_request():
     base = request_key(TASK, "code", "triton", opts, "cpu")
     assert base == request_key(TASK, "```python\ncode\n```", "triton", opts, "cpu")  # same extracted code
     assert base == request_key(TASK, "code", "triton", replace(opts, baselines_dir="x"), "cpu")
-    others = [request_key(TASK, "code2", "triton", opts, "cpu"), request_key(TASK, "code", "cuda", opts, "cpu"),
-              request_key(TASK, "code", "triton", options_for("strict"), "cpu"),
-              request_key(TASK, "code", "triton", opts, "NVIDIA H200"),
-              request_key(replace(TASK, sizes={"n": 2}), "code", "triton", opts, "cpu")]  # fmt: skip
+    others = [
+        request_key(TASK, "code2", "triton", opts, "cpu"),
+        request_key(TASK, "code", "cuda", opts, "cpu"),
+        request_key(TASK, "code", "triton", options_for("strict"), "cpu"),
+        request_key(TASK, "code", "triton", opts, "NVIDIA H200"),
+        request_key(replace(TASK, sizes={"n": 2}), "code", "triton", opts, "cpu"),
+    ]
     assert len({base, *others}) == 6
 
 

@@ -34,9 +34,14 @@ BROKEN = {
     "missing_model": "import torch\n" + GOOD_TAIL,
     "missing_get_inputs": MODEL + "\ndef get_init_inputs():\n    return []\n",
     "missing_get_init_inputs": MODEL + "\ndef get_inputs():\n    return [torch.randn(4)]\n",
-    "bad_init_inputs": MODEL + "\ndef get_inputs():\n    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return 3\n",
-    "init_failed": MODEL.replace("class Model(nn.Module):", "class Model(nn.Module):\n    def __init__(self):\n"
-                                 "        super().__init__()\n        raise ValueError('no')\n") + GOOD_TAIL,
+    "bad_init_inputs": MODEL
+    + "\ndef get_inputs():\n    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return 3\n",
+    "init_failed": MODEL.replace(
+        "class Model(nn.Module):",
+        "class Model(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        raise ValueError('no')\n",
+    )
+    + GOOD_TAIL,
     "bad_inputs": MODEL + "\ndef get_inputs():\n    return [1, 2]\n\ndef get_init_inputs():\n    return []\n",
     "forward_failed": MODEL.replace("x * 2 + 1", "x @ x") + GOOD_TAIL,
     "bad_output": MODEL.replace("x * 2 + 1", "'not a tensor'") + GOOD_TAIL,
@@ -44,13 +49,15 @@ BROKEN = {
     "timeout": MODEL.replace("return x * 2 + 1", "while True:\n            pass") + GOOD_TAIL,
     "crash": MODEL.replace("return x * 2 + 1", "import os\n        os._exit(0)") + GOOD_TAIL,
     "needs_download": MODEL.replace("x * 2 + 1", "AutoModel.from_pretrained('gpt2')") + GOOD_TAIL,
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
 def broken_results():
     tasks = [Task(kind, source) for kind, source in BROKEN.items()]
-    tasks.append(Task("segfault", MODEL.replace("return x * 2 + 1", "import ctypes\n        ctypes.string_at(0)") + GOOD_TAIL))
+    tasks.append(
+        Task("segfault", MODEL.replace("return x * 2 + 1", "import ctypes\n        ctypes.string_at(0)") + GOOD_TAIL)
+    )
     tasks.append(Task("good", MODEL + GOOD_TAIL))
     return {r.name: r for r in check_tasks(tasks, CheckOptions(timeout_s=8, jobs=2))}
 
@@ -91,7 +98,11 @@ def test_fixture_suite_passes_and_sizes_apply():
 
 
 def test_degenerate_task_flagged_and_failed_in_strict_mode():
-    identity = Task("identity", MODEL.replace("x * 2 + 1", "torch.relu(x)").replace("torch.randn", "torch.rand") + GOOD_TAIL.replace("randn", "rand"))
+    identity = Task(
+        "identity",
+        MODEL.replace("x * 2 + 1", "torch.relu(x)").replace("torch.randn", "torch.rand")
+        + GOOD_TAIL.replace("randn", "rand"),
+    )
     (loose,) = check_tasks([identity])
     assert loose.ok and any("input 0" in r for r in loose.degenerate)
     (strict,) = check_tasks([identity], CheckOptions(strict=True))
@@ -99,7 +110,11 @@ def test_degenerate_task_flagged_and_failed_in_strict_mode():
 
 
 def test_scaled_task_that_no_longer_runs_is_reported():
-    source = MODEL.replace("x * 2 + 1", "x.view(-1, 512)") + GOOD_TAIL.replace("torch.randn(8, 16)", "torch.randn(rows, 16)") + "\nrows = 32\n"
+    source = (
+        MODEL.replace("x * 2 + 1", "x.view(-1, 512)")
+        + GOOD_TAIL.replace("torch.randn(8, 16)", "torch.randn(rows, 16)")
+        + "\nrows = 32\n"
+    )
     task = Task("shrinks-badly", source)
     (ok,) = check_tasks([task])
     assert ok.ok

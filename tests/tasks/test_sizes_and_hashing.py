@@ -23,8 +23,14 @@ scale = 0.5
 
 def test_size_globals_evaluates_integer_arithmetic_only():
     assert size_globals(SOURCE) == {
-        "batch_size": 128, "N": 4096, "height": 64, "width": 64, "dim": 1, "kernel_size": 3, "channels": 24,
-    }  # fmt: skip
+        "batch_size": 128,
+        "N": 4096,
+        "height": 64,
+        "width": 64,
+        "dim": 1,
+        "kernel_size": 3,
+        "channels": 24,
+    }
 
 
 def test_scale_leaves_small_globals_alone_and_keeps_multiples_of_8():

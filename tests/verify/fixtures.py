@@ -107,8 +107,10 @@ def parse_header(path: Path) -> Fixture:
         fields[key] = value
     missing = [k for k in REQUIRED if k not in fields]
     if missing:
-        raise FixtureError(f"{path}: header lacks {', '.join(missing)} (a fixture starts with '# task: ...', "
-                           f"'# backend: ...', '# expect: ...', '# why: ...' comment lines)")  # fmt: skip
+        raise FixtureError(
+            f"{path}: header lacks {', '.join(missing)} (a fixture starts with '# task: ...', "
+            f"'# backend: ...', '# expect: ...', '# why: ...' comment lines)"
+        )
     if fields["backend"] not in BACKENDS:
         raise FixtureError(f"{path}: backend must be one of {', '.join(BACKENDS)}, got {fields['backend']!r}")
     for key in ("expect", "expect-cpu"):
@@ -119,10 +121,15 @@ def parse_header(path: Path) -> Fixture:
     if fields.get("gpu", "skip") != "skip":
         raise FixtureError(f"{path}: the only 'gpu' value is 'skip', got {fields['gpu']!r}")
     return Fixture(
-        path=path, task_key=fields["task"], backend=fields["backend"], expect=fields["expect"],
-        expect_cpu=fields.get("expect-cpu", fields["expect"]), why=fields["why"],
-        options=_parse_options(fields.get("options", ""), str(path)), gpu_skip="gpu" in fields,
-    )  # fmt: skip
+        path=path,
+        task_key=fields["task"],
+        backend=fields["backend"],
+        expect=fields["expect"],
+        expect_cpu=fields.get("expect-cpu", fields["expect"]),
+        why=fields["why"],
+        options=_parse_options(fields.get("options", ""), str(path)),
+        gpu_skip="gpu" in fields,
+    )
 
 
 def load_fixtures(root: Path = KERNELS) -> list[Fixture]:

@@ -56,32 +56,55 @@ class NaiveResult:
     log: str = ""  # tail of the child's stdout + stderr
 
 
-def run_naive(task, source: str, *, candidate_first: bool = False, calls: int = 3, timed_calls: int = 3,
-              device: str = "cpu", timeout_s: float = 300.0) -> NaiveResult:  # fmt: skip
+def run_naive(
+    task,
+    source: str,
+    *,
+    candidate_first: bool = False,
+    calls: int = 3,
+    timed_calls: int = 3,
+    device: str = "cpu",
+    timeout_s: float = 300.0,
+) -> NaiveResult:
     """Run `source` against `task` (a kernelzero Task, sizes applied) in a fresh child process."""
 
     with tempfile.TemporaryDirectory(prefix="kz-naive-") as tmp:
         request = Path(tmp, "request.json")
-        request.write_text(json.dumps({
-            "task_source": task.source, "sizes": dict(task.sizes), "source": source,
-            "candidate_first": candidate_first, "calls": calls, "timed_calls": timed_calls, "device": device,
-        }))  # fmt: skip
+        request.write_text(
+            json.dumps(
+                {
+                    "task_source": task.source,
+                    "sizes": dict(task.sizes),
+                    "source": source,
+                    "candidate_first": candidate_first,
+                    "calls": calls,
+                    "timed_calls": timed_calls,
+                    "device": device,
+                }
+            )
+        )
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
         env.pop("TRITON_INTERPRET", None)
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         start = time.monotonic()
         try:
-            proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(request)],
-                                  cwd=tmp, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=timeout_s, start_new_session=True)  # fmt: skip
+            proc = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--child", str(request)],
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout_s,
+                start_new_session=True,
+            )
         except subprocess.TimeoutExpired as exc:
             out = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace")
             return NaiveResult(False, f"timeout after {timeout_s:.0f} s", time.monotonic() - start, out[-3000:])
         seconds = time.monotonic() - start
     out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
     results = [line for line in out.splitlines() if line.startswith("RESULT:")]
-    reason = results[-1][len("RESULT:"):].strip() if results else f"exit {proc.returncode}, no RESULT line"
+    reason = results[-1][len("RESULT:") :].strip() if results else f"exit {proc.returncode}, no RESULT line"
     if proc.returncode != 0 and not results:
         reason = f"exit {proc.returncode}: " + (err.strip().splitlines() or ["(no stderr)"])[-1][:300]
     return NaiveResult(proc.returncode == 0, reason, seconds, (out + err)[-3000:])
@@ -188,8 +211,9 @@ def _child(request_path: str) -> int:
     except Exception as exc:  # noqa: BLE001
         return fail(f"timing: {type(exc).__name__}: {exc}")
     mean = sum(times) / len(times) if times else 0.0
-    print(f"RESULT: pass: {req['calls']} calls matched at atol=rtol={ATOL:g}; mean timed call {mean:.3f} ms",
-          flush=True)  # fmt: skip
+    print(
+        f"RESULT: pass: {req['calls']} calls matched at atol=rtol={ATOL:g}; mean timed call {mean:.3f} ms", flush=True
+    )
     return 0
 
 

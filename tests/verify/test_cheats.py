@@ -135,10 +135,18 @@ def parse_cheat(path: Path) -> Cheat:
     naive = frozenset(f.strip() for f in fields.get("naive", "").split(",") if f.strip())
     if naive - set(NAIVE_FLAGS):
         raise ValueError(f"{path}: naive flags must be among {NAIVE_FLAGS}, got {sorted(naive)}")
-    return Cheat(path=path, task_key=fields["task"], backend=fields["backend"], attack=fields["attack"],
-                 policy=fields["policy"], expect=fields["expect"],
-                 expect_cpu=fields.get("expect-cpu", fields["expect"]), why=fields["why"], naive=naive,
-                 options=_options(fields.get("options", ""), path))  # fmt: skip
+    return Cheat(
+        path=path,
+        task_key=fields["task"],
+        backend=fields["backend"],
+        attack=fields["attack"],
+        policy=fields["policy"],
+        expect=fields["expect"],
+        expect_cpu=fields.get("expect-cpu", fields["expect"]),
+        why=fields["why"],
+        naive=naive,
+        options=_options(fields.get("options", ""), path),
+    )
 
 
 def load_cheats() -> list[Cheat]:
@@ -189,10 +197,13 @@ def test_cheat_passes_naive_harness(cheat: Cheat):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("path", "task_key", "passes"), [
-    ("correct/triton_gelu.py", "kz-basic:level1/21_GELU", True),
-    ("wrong/triton_gelu_bad_mask.py", "kz-basic:level1/21_GELU", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "task_key", "passes"),
+    [
+        ("correct/triton_gelu.py", "kz-basic:level1/21_GELU", True),
+        ("wrong/triton_gelu_bad_mask.py", "kz-basic:level1/21_GELU", False),
+    ],
+)
 def test_naive_harness_controls(path: str, task_key: str, passes: bool):
     """The yardstick itself: it accepts a correct kernel and rejects a plainly wrong one."""
     from kernelzero.tasks import resize

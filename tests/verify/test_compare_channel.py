@@ -75,8 +75,10 @@ def test_judge_to_worker_objects():
     assert got["cmd"] == "run" and torch.equal(got["inputs"][0], torch.ones(2))
 
 
-@pytest.mark.parametrize("payload", [b"not json", b'{"no": "tensors key"}', b'{"_tensors": [["object", [1]]]}',
-                                     b'{"_tensors": [["float32", [-1]]]}'])  # fmt: skip
+@pytest.mark.parametrize(
+    "payload",
+    [b"not json", b'{"no": "tensors key"}', b'{"_tensors": [["object", [1]]]}', b'{"_tensors": [["float32", [-1]]]}'],
+)
 def test_malformed_messages_are_rejected_not_executed(payload):
     with pytest.raises(ChannelError):
         _pipe_roundtrip(lambda w: _write_frame(w, payload), recv_msg)
@@ -109,15 +111,19 @@ def test_large_tensors_go_through_the_transfer_folder_both_ways(tmp_path):
     assert not list((tmp_path / "in").iterdir())
     channel.use_out_dir(str(tmp_path / "out"))
     try:
-        header, back = _pipe_roundtrip(lambda w: send_msg(w, {"ok": True}, [big, torch.arange(3)]),
-                                       lambda r: recv_msg(r, file_dir=tmp_path / "out"))  # fmt: skip
+        header, back = _pipe_roundtrip(
+            lambda w: send_msg(w, {"ok": True}, [big, torch.arange(3)]),
+            lambda r: recv_msg(r, file_dir=tmp_path / "out"),
+        )
     finally:
         channel.use_out_dir(None)
     assert header == {"ok": True} and torch.equal(back[0], big) and torch.equal(back[1], torch.arange(3))
     assert not list((tmp_path / "out").iterdir())  # the judge deleted what it read
 
 
-@pytest.mark.parametrize("name,make", [("../x.bin", None), ("1.bin", "symlink"), ("2.bin", "short"), ("3.bin", "missing")])
+@pytest.mark.parametrize(
+    "name,make", [("../x.bin", None), ("1.bin", "symlink"), ("2.bin", "short"), ("3.bin", "missing")]
+)
 def test_hostile_tensor_files_are_rejected(tmp_path, name, make):
     secret = tmp_path / "secret"
     secret.write_bytes(b"\x01" * 16)

@@ -28,8 +28,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("triple", &triple); }
 
 
 def _build(offset: int, name: str = "kz_triple") -> InlineBuild:
-    return InlineBuild(name=name, cpp_sources=(MODULE % offset,), cuda_sources=(), functions=None, with_cuda=False,
-                       no_implicit_headers=True)  # fmt: skip
+    return InlineBuild(
+        name=name,
+        cpp_sources=(MODULE % offset,),
+        cuda_sources=(),
+        functions=None,
+        with_cuda=False,
+        no_implicit_headers=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +55,25 @@ def test_build_loads_and_the_cache_answers_the_same_build(built):
 
 def test_key_covers_sources_name_and_toolchain():
     tools = toolchain()
-    keys = {build_key(_build(0), tools), build_key(_build(1), tools), build_key(_build(0, "other"), tools),
-            build_key(_build(0), {**tools, "torch": "0.0"})}  # fmt: skip
+    keys = {
+        build_key(_build(0), tools),
+        build_key(_build(1), tools),
+        build_key(_build(0, "other"), tools),
+        build_key(_build(0), {**tools, "torch": "0.0"}),
+    }
     assert len(keys) == 4
 
 
 def test_failed_build_reports_the_compiler_error_and_stores_nothing(tmp_path):
     cache = BuildCache(tmp_path)
-    bad = InlineBuild(name="kz_bad", cpp_sources=("int f( { return undeclared_name; }",), cuda_sources=(),
-                      functions=None, with_cuda=False, no_implicit_headers=True)  # fmt: skip
+    bad = InlineBuild(
+        name="kz_bad",
+        cpp_sources=("int f( { return undeclared_name; }",),
+        cuda_sources=(),
+        functions=None,
+        with_cuda=False,
+        no_implicit_headers=True,
+    )
     result = build_extension(bad, cache)
     assert not result.ok and "error" in result.log and result.library == ""
     assert cache.get(result.key) is None
@@ -112,14 +128,14 @@ def test_worker_hook_builds_privately_on_a_miss_and_raises_like_torch_on_errors(
 
 
 def test_light_headers_drop_only_the_extension_include():
-    text = "#include <torch/types.h>\n#include <torch/extension.h>\n  # include \"torch/extension.h\"\n// torch/extension.h\n"
+    text = '#include <torch/types.h>\n#include <torch/extension.h>\n  # include "torch/extension.h"\n// torch/extension.h\n'
     out = lighten(text)
     assert "#include <torch/types.h>" in out and "// torch/extension.h" in out
     assert not EXTENSION_INCLUDE.search(out) and out.count("\n") == text.count("\n")  # line numbers kept
 
 
 def test_units_with_a_precompiled_header_include_it_once():
-    text = "#include <torch/types.h>\nint a;\n #include \"torch/types.h\"\n#include <torch/types.hpp>\n"
+    text = '#include <torch/types.h>\nint a;\n #include "torch/types.h"\n#include <torch/types.hpp>\n'
     out = pch.first_include_only(text, "types")
     assert out.startswith("#include <torch/types.h>\nint a;\n// repeated include")
     assert out.count("\n") == text.count("\n") and "#include <torch/types.hpp>" in out
@@ -140,13 +156,20 @@ def test_bindings_build_with_the_light_precompiled_header_even_when_the_source_i
     header used to fail the build."""
     import torch
 
-    build = InlineBuild(name="kz_dup", cpp_sources=(f"#include <torch/extension.h>\n{TENSOR_FN}",),
-                        cuda_sources=(), functions=("twice",), with_cuda=False)  # fmt: skip
+    build = InlineBuild(
+        name="kz_dup",
+        cpp_sources=(f"#include <torch/extension.h>\n{TENSOR_FN}",),
+        cuda_sources=(),
+        functions=("twice",),
+        with_cuda=False,
+    )
     result = build_extension(build, BuildCache(tmp_path), pch_root=pch_root)
     assert result.ok, result.log
     assert result.transforms == ("light-bindings", "pch") and result.seconds.get("pch", 0) > 0
     assert load_library("kz_dup", result.library).twice(torch.arange(3.0)).tolist() == [0.0, 2.0, 4.0]
-    again = InlineBuild(name="kz_dup2", cpp_sources=(TENSOR_FN,), cuda_sources=(), functions=("twice",), with_cuda=False)
+    again = InlineBuild(
+        name="kz_dup2", cpp_sources=(TENSOR_FN,), cuda_sources=(), functions=("twice",), with_cuda=False
+    )
     second = build_extension(again, BuildCache(tmp_path), pch_root=pch_root)  # the header is built once
     assert second.ok and "pch" in second.transforms and "pch" not in second.seconds
 

@@ -43,14 +43,17 @@ def test_gpu_tensor_spec_is_parsed_not_opened():
     assert tensors == [IpcRef(bytes.fromhex("ab" * 64), 512, 16, torch.float32, (2, 2))]
 
 
-@pytest.mark.parametrize("where", [
-    {"ipc": "ab" * 63, "offset": 0},  # a handle is 64 bytes
-    {"ipc": "zz" * 64, "offset": 0},  # not hex
-    {"ipc": "ab" * 64, "offset": -256},
-    {"ipc": "ab" * 64, "offset": "0"},
-    {"ipc": "ab" * 64, "offset": 0, "ptr": 1234},  # nothing beyond handle and offset
-    {"offset": 0},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"ipc": "ab" * 63, "offset": 0},  # a handle is 64 bytes
+        {"ipc": "zz" * 64, "offset": 0},  # not hex
+        {"ipc": "ab" * 64, "offset": -256},
+        {"ipc": "ab" * 64, "offset": "0"},
+        {"ipc": "ab" * 64, "offset": 0, "ptr": 1234},  # nothing beyond handle and offset
+        {"offset": 0},
+    ],
+)
 def test_malformed_gpu_tensor_specs_are_rejected(where):
     with pytest.raises(ChannelError, match="malformed GPU tensor spec"):
         _recv(json.dumps({"_tensors": [["float32", [4], where]]}).encode())
@@ -76,8 +79,13 @@ sys.stdin.readline()  # keep the exported memory alive until the judge has fetch
 
 def _child(handle: bytes, offset: int):
     env = {**os.environ, "PYTHONPATH": SRC}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, handle.hex(), str(offset)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, handle.hex(), str(offset)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     return proc, json.loads(proc.stdout.readline())
 
 
@@ -123,7 +131,8 @@ def test_verification_through_ipc_agrees_with_host_memory():
         verdict = verify(f.task(), f.source, f.backend, f.verify_options(device="cuda", cuda_ipc=ipc, time_it=False))
         results[ipc] = verdict
         assert verdict.status == "correct", (verdict.message, verdict.error_log)
-    assert "ipc_check" in results[True].stage_seconds and not any("host memory" in n for n in results[True].notes), \
+    assert "ipc_check" in results[True].stage_seconds and not any("host memory" in n for n in results[True].notes), (
         results[True].notes
+    )
     assert "ipc_check" not in results[False].stage_seconds
     print({ipc: v.stage_seconds for ipc, v in results.items()})

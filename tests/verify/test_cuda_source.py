@@ -41,8 +41,9 @@ __global__ void scale(const float* x, float* y, float a, int n) {
 
 def plain_build(source: str, **kw) -> InlineBuild:
     """A build whose .cu holds only `source` (no torch headers), so nvcc takes about a second."""
-    return InlineBuild(name="plain", cpp_sources=(), cuda_sources=(source,), functions=None,
-                       no_implicit_headers=True, **kw)
+    return InlineBuild(
+        name="plain", cpp_sources=(), cuda_sources=(source,), functions=None, no_implicit_headers=True, **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,7 @@ def test_inline_files_match_load_inline_layout():
     build = InlineBuild(name="ext", cpp_sources=("int f(int x);",), cuda_sources=("A", "B"), functions=("f",))
     files = inline_files(build)
     assert files["main.cpp"] == (
-        '#include <torch/extension.h>\nint f(int x);\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n'
+        "#include <torch/extension.h>\nint f(int x);\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
         'm.def("f", torch::wrap_pybind_function(f), "f");\n}'
     )
     assert files["cuda.cu"] == "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\nA\nB"
@@ -104,13 +105,30 @@ def test_inline_files_match_load_inline_layout():
 
 def test_filter_flags_drops_arch_and_unsafe_flags():
     kept, dropped = filter_flags(
-        ("-O3", "--use_fast_math", "-Xptxas -v", "-arch=sm_80", "-gencode arch=compute_80,code=sm_80",
-         "-ccbin /bin/sh", "--run", "-o /tmp/x", "-Xcompiler -fplugin=evil.so", "-Xcompiler -O3,-fopenmp",
-         "-U__CUDA_NO_HALF_OPERATORS__"),
+        (
+            "-O3",
+            "--use_fast_math",
+            "-Xptxas -v",
+            "-arch=sm_80",
+            "-gencode arch=compute_80,code=sm_80",
+            "-ccbin /bin/sh",
+            "--run",
+            "-o /tmp/x",
+            "-Xcompiler -fplugin=evil.so",
+            "-Xcompiler -O3,-fopenmp",
+            "-U__CUDA_NO_HALF_OPERATORS__",
+        ),
         nvcc=True,
     )
-    assert kept == ["-O3", "--use_fast_math", "-Xptxas", "-v", "-Xcompiler", "-O3,-fopenmp",
-                    "-U__CUDA_NO_HALF_OPERATORS__"]
+    assert kept == [
+        "-O3",
+        "--use_fast_math",
+        "-Xptxas",
+        "-v",
+        "-Xcompiler",
+        "-O3,-fopenmp",
+        "-U__CUDA_NO_HALF_OPERATORS__",
+    ]
     assert "-arch=sm_80" in dropped and "arch=compute_80,code=sm_80" in dropped
     assert {"-ccbin", "/bin/sh", "--run", "-o", "/tmp/x", "-fplugin=evil.so"} <= set(dropped)
     host_kept, host_dropped = filter_flags(("-O3 -march=native", "-Wl,-rpath,/x", "-specs=evil"), nvcc=False)
@@ -145,8 +163,9 @@ def test_compile_check_without_nvcc_says_no_compiler(tmp_path):
 
 @needs_nvcc
 def test_compile_check_plain_kernel_ok_with_registers(tmp_path):
-    result = compile_check(plain_build(SCALE_KERNEL, extra_cuda_cflags=("-O3", "-arch=sm_80")),
-                           workdir=tmp_path, check_cpp=False)
+    result = compile_check(
+        plain_build(SCALE_KERNEL, extra_cuda_cflags=("-O3", "-arch=sm_80")), workdir=tmp_path, check_cpp=False
+    )
     assert result.ok is True and result.stage == "compiled", result.log_tail
     assert [k.name for k in result.kernels] == ["_Z5scalePKfPffi"] and result.max_registers > 0
     assert result.spill_bytes == 0 and result.ignored_flags == ("-arch=sm_80",)
@@ -154,8 +173,7 @@ def test_compile_check_plain_kernel_ok_with_registers(tmp_path):
 
 @needs_nvcc
 def test_compile_check_undeclared_identifier_is_reported(tmp_path):
-    result = compile_check(plain_build(SCALE_KERNEL.replace("i < n", "i < size")), workdir=tmp_path,
-                           check_cpp=False)
+    result = compile_check(plain_build(SCALE_KERNEL.replace("i < n", "i < size")), workdir=tmp_path, check_cpp=False)
     assert result.ok is False and result.stage == "cuda"
     assert 'cuda.cu(4): error: identifier "size" is undefined' in result.log_tail
     assert "i < size" in result.log_tail  # the offending source line comes with it
@@ -163,8 +181,13 @@ def test_compile_check_undeclared_identifier_is_reported(tmp_path):
 
 @pytest.mark.skipif(shutil.which("c++") is None, reason="no c++")
 def test_compile_check_cpp_error_is_reported(tmp_path):
-    build = InlineBuild(name="cpp", cpp_sources=("int f(int x) { return y; }",), cuda_sources=(), functions=None,
-                        no_implicit_headers=True)
+    build = InlineBuild(
+        name="cpp",
+        cpp_sources=("int f(int x) { return y; }",),
+        cuda_sources=(),
+        functions=None,
+        no_implicit_headers=True,
+    )
     result = compile_check(build, workdir=tmp_path)
     assert result.ok is False and result.stage == "cpp"
     assert "main.cpp:1:23: error: 'y' was not declared in this scope" in result.log_tail

@@ -48,10 +48,12 @@ def _ids(items: list[fx.Fixture]) -> list[str]:
 
 
 def _describe(f: fx.Fixture, verdict, want: str) -> str:
-    return (f"{f.name} ({f.task_key}, {f.backend}): got {verdict.status}, want {want}\n"
-            f"  why: {f.why}\n  message: {verdict.message}\n  feedback: {verdict.feedback}\n"
-            f"  notes: {verdict.notes}\n  stages: {verdict.stage_seconds}\n"
-            f"  error_log:\n{verdict.error_log[-3000:]}")  # fmt: skip
+    return (
+        f"{f.name} ({f.task_key}, {f.backend}): got {verdict.status}, want {want}\n"
+        f"  why: {f.why}\n  message: {verdict.message}\n  feedback: {verdict.feedback}\n"
+        f"  notes: {verdict.notes}\n  stages: {verdict.stage_seconds}\n"
+        f"  error_log:\n{verdict.error_log[-3000:]}"
+    )
 
 
 def _verify_cpu(f: fx.Fixture):
@@ -67,8 +69,19 @@ def test_header_fixture_set_is_complete():
     assert len(FIXTURES) == len({f.name for f in FIXTURES})
     assert len([f for f in TRITON if f.expect == "correct"]) >= 6
     assert len([f for f in CUDA if f.expect == "correct"]) >= 3
-    wanted = {"format_error", "compile_error", "runtime_error", "timeout", "crash", "oom", "shape_mismatch",
-              "dtype_mismatch", "nan_or_inf", "mismatch", "input_mutated"}  # fmt: skip
+    wanted = {
+        "format_error",
+        "compile_error",
+        "runtime_error",
+        "timeout",
+        "crash",
+        "oom",
+        "shape_mismatch",
+        "dtype_mismatch",
+        "nan_or_inf",
+        "mismatch",
+        "input_mutated",
+    }
     missing = wanted - {f.expect_cpu for f in TRITON}
     assert not missing, f"no Triton fixture reaches {sorted(missing)} on CPU"
 
@@ -168,8 +181,10 @@ def test_all_fixtures_gpu():
             speed = ""
             if verdict.timing is not None:
                 speed = f" {verdict.timing.median_ms:.3f} ms, {verdict.speedup_eager or 0:.2f}x eager"
-            line = (f"{'ok ' if verdict.status == f.expect else 'BAD'} {f.name:40s} {verdict.status:14s} "
-                    f"want {f.expect:14s} {seconds:6.1f} s{speed}")  # fmt: skip
+            line = (
+                f"{'ok ' if verdict.status == f.expect else 'BAD'} {f.name:40s} {verdict.status:14s} "
+                f"want {f.expect:14s} {seconds:6.1f} s{speed}"
+            )
             print(line, flush=True)
             lines.append(line)
             if verdict.status != f.expect:

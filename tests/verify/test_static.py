@@ -4,7 +4,7 @@ import pytest
 
 from kernelzero.verify.static import check_candidate, check_cpp, check_python
 
-CLEAN_TRITON = '''
+CLEAN_TRITON = """
 import math
 import os
 import torch
@@ -33,7 +33,7 @@ class ModelNew(nn.Module):
             y = torch.zeros_like(x)
         k[(1,)](x, x.numel(), BLOCK=16)
         return y
-'''
+"""
 
 
 def rules(source):
@@ -44,30 +44,33 @@ def test_clean_candidate_has_no_violation():
     assert check_candidate(CLEAN_TRITON, "triton") == []
 
 
-@pytest.mark.parametrize("snippet, rule", [
-    ("import gc\n", "forbidden-import"),
-    ("import inspect as ins\n", "forbidden-import"),
-    ("from ctypes import CDLL\n", "forbidden-import"),
-    ("import threading\n", "forbidden-import"),
-    ("import subprocess\n", "forbidden-import"),
-    ("from os import _exit\n", "forbidden-import"),
-    ("import sys\nf = sys._getframe(1)\n", "introspection"),
-    ("import sys\nm = sys.modules['torch']\n", "introspection"),
-    ("def f(fr):\n    return fr.f_back.f_locals\n", "introspection"),
-    ("x = object.__subclasses__()\n", "introspection"),
-    ("import os\nos._exit(0)\n", "introspection"),
-    ("import os\nos.write(3, b'x')\n", "process-control"),
-    ("import torch\ntorch.cuda.Event.elapsed_time = lambda s, e: 0.001\n", "monkeypatch"),
-    ("import time\ntime.perf_counter = lambda: 0\n", "monkeypatch"),
-    ("import torch as T\nT.allclose = lambda *a, **k: True\n", "monkeypatch"),
-    ("setattr(torch, 'allclose', None)\n", "dynamic-code"),
-    ("exec('x = 1')\n", "dynamic-code"),
-    ("m = __import__('gc')\n", "dynamic-code"),
-    ("open('torch.py', 'w').write('')\n", "file-write"),
-    ("class ModelNew(Model):\n    pass\n", "reference-use"),
-    ("y = Model()(x)\n", "reference-use"),
-    ("try:\n    launch()\nexcept Exception:\n    y = torch.nn.functional.gelu(x)\n", "fallback"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "snippet, rule",
+    [
+        ("import gc\n", "forbidden-import"),
+        ("import inspect as ins\n", "forbidden-import"),
+        ("from ctypes import CDLL\n", "forbidden-import"),
+        ("import threading\n", "forbidden-import"),
+        ("import subprocess\n", "forbidden-import"),
+        ("from os import _exit\n", "forbidden-import"),
+        ("import sys\nf = sys._getframe(1)\n", "introspection"),
+        ("import sys\nm = sys.modules['torch']\n", "introspection"),
+        ("def f(fr):\n    return fr.f_back.f_locals\n", "introspection"),
+        ("x = object.__subclasses__()\n", "introspection"),
+        ("import os\nos._exit(0)\n", "introspection"),
+        ("import os\nos.write(3, b'x')\n", "process-control"),
+        ("import torch\ntorch.cuda.Event.elapsed_time = lambda s, e: 0.001\n", "monkeypatch"),
+        ("import time\ntime.perf_counter = lambda: 0\n", "monkeypatch"),
+        ("import torch as T\nT.allclose = lambda *a, **k: True\n", "monkeypatch"),
+        ("setattr(torch, 'allclose', None)\n", "dynamic-code"),
+        ("exec('x = 1')\n", "dynamic-code"),
+        ("m = __import__('gc')\n", "dynamic-code"),
+        ("open('torch.py', 'w').write('')\n", "file-write"),
+        ("class ModelNew(Model):\n    pass\n", "reference-use"),
+        ("y = Model()(x)\n", "reference-use"),
+        ("try:\n    launch()\nexcept Exception:\n    y = torch.nn.functional.gelu(x)\n", "fallback"),
+    ],
+)
 def test_each_python_rule(snippet, rule):
     assert rule in rules(snippet), check_python(snippet)
 
@@ -77,14 +80,17 @@ def test_violations_carry_line_numbers():
     assert v.line == 2 and "gc" in v.message
 
 
-@pytest.mark.parametrize("cpp, word", [
-    ("void f() { std::thread t([]{}); t.detach(); }", "thread"),
-    ("void f() { cudaStream_t s; cudaStreamCreate(&s); }", "stream"),
-    ("#define MK(a, b) a##b\nvoid f() { cudaStream_t s; MK(cudaStream, Create)(&s); }", "stream"),
-    ("#define SPAWN std::thread\nvoid f() { SPAWN t([]{}); }", "thread"),
-    ("void f() { system(\"ls\"); }", "OS"),
-    ("void f() { exit(0); }", "exits"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "cpp, word",
+    [
+        ("void f() { std::thread t([]{}); t.detach(); }", "thread"),
+        ("void f() { cudaStream_t s; cudaStreamCreate(&s); }", "stream"),
+        ("#define MK(a, b) a##b\nvoid f() { cudaStream_t s; MK(cudaStream, Create)(&s); }", "stream"),
+        ("#define SPAWN std::thread\nvoid f() { SPAWN t([]{}); }", "thread"),
+        ('void f() { system("ls"); }', "OS"),
+        ("void f() { exit(0); }", "exits"),
+    ],
+)
 def test_cpp_rules_see_through_macros(cpp, word):
     found = check_cpp([cpp])
     assert found and word in found[0].message

@@ -20,7 +20,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
-CANDIDATE = r'''
+CANDIDATE = r"""
 import torch, triton
 import triton.language as tl
 
@@ -85,9 +85,9 @@ def forward():
     libdevice_tanh[(1,)](x, o, n, BLOCK=1024)
     tuned_double[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, o, n)
     return o
-'''
+"""
 
-SCENARIOS = r'''
+SCENARIOS = r"""
 import dataclasses, importlib.util, json, os, sys
 from pathlib import Path
 from triton.runtime.driver import driver
@@ -106,7 +106,7 @@ try:
 except RuntimeError as e:
     results["interpret_refused"] = str(e)
 Path(sys.argv[2]).write_text(json.dumps(results))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +116,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (tmp / "scenarios.py").write_text(SCENARIOS)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=str(SRC), TRITON_CACHE_DIR=str(tmp / "cache"))
-    proc = subprocess.run([sys.executable, str(tmp / "scenarios.py"), str(tmp / "candidate.py"), str(tmp / "out.json")],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(tmp / "scenarios.py"), str(tmp / "candidate.py"), str(tmp / "out.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((tmp / "out.json").read_text())
 

@@ -22,7 +22,7 @@ from kernelzero.verify.triton_interp import padded_clone
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
-SCENARIOS = r'''
+SCENARIOS = r"""
 import json, sys
 from pathlib import Path
 import torch, triton
@@ -196,7 +196,7 @@ attempt("bf16", bf16_copy)
 attempt("fp32_after_bf16", masked_add)
 attempt("autotune", autotuned)
 Path(sys.argv[1]).write_text(json.dumps(results))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -205,8 +205,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     script, out = tmp / "scenarios.py", tmp / "results.json"
     script.write_text(SCENARIOS)
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "TRITON_CACHE_DIR": str(tmp / "cache")}
-    proc = subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True, text=True,
-                          timeout=240)
+    proc = subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 

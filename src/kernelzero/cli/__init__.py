@@ -1,7 +1,7 @@
 """The `kernelzero` command. Each subcommand lives in its own module with `add_parser` and `run`.
 
-    kernelzero tasks list|show|check SUITE ...
-    kernelzero verify TASK CANDIDATE.py --backend {cuda,triton}
+kernelzero tasks list|show|check SUITE ...
+kernelzero verify TASK CANDIDATE.py --backend {cuda,triton}
 """
 
 from __future__ import annotations

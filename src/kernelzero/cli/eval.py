@@ -28,7 +28,9 @@ DEFAULT_REPLAY = Path(__file__).resolve().parents[1] / "data" / "kz_basic_replay
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="evaluate a model that writes kernels on a suite")
     add_selection_args(p)
-    p.add_argument("--model", help=f"openai:MODEL, hf:PATH, vllm:PATH or replay:FILE (default: replay of {DEFAULT_REPLAY.name})")
+    p.add_argument(
+        "--model", help=f"openai:MODEL, hf:PATH, vllm:PATH or replay:FILE (default: replay of {DEFAULT_REPLAY.name})"
+    )
     p.add_argument("--backend", choices=("triton", "cuda"))
     p.add_argument("-n", "--samples", type=int, help="samples per task (default 1)")
     p.add_argument("--out", help="run folder (default runs/<suite>-<model>-<backend>)")
@@ -39,12 +41,22 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--concurrency", type=int, help="requests in flight (openai)")
     p.add_argument("--profile", choices=("default", "strict", "kernelbench"))
     p.add_argument("--device", choices=("auto", "cuda", "cpu"))
-    p.add_argument("--jobs", type=int, help="verifications side by side without a GPU (default 2); with GPUs the pool runs 2 per GPU plus CPU build workers")
-    p.add_argument("--pool", choices=("local", "ray"), help="where verifications run: this machine (default) or a Ray cluster")
-    p.add_argument("--ray-address", help="the Ray cluster's address (with --pool ray; default: RAY_ADDRESS or a local one)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="verifications side by side without a GPU (default 2); with GPUs the pool runs 2 per GPU plus CPU build workers",
+    )
+    p.add_argument(
+        "--pool", choices=("local", "ray"), help="where verifications run: this machine (default) or a Ray cluster"
+    )
+    p.add_argument(
+        "--ray-address", help="the Ray cluster's address (with --pool ray; default: RAY_ADDRESS or a local one)"
+    )
     p.add_argument("--baselines", help="folder caching reference timings per GPU")
     p.add_argument("--compile-baseline", action="store_true", default=None)
-    p.add_argument("--store", help="verdict store file shared across runs (default: ~/.cache/kernelzero/verdicts.sqlite)")
+    p.add_argument(
+        "--store", help="verdict store file shared across runs (default: ~/.cache/kernelzero/verdicts.sqlite)"
+    )
     p.add_argument("--no-store", action="store_true", help="verify everything, reuse no stored verdict")
     p.add_argument("--config", type=Path, help="YAML file with EvalConfig fields")
     p.set_defaults(run=run)
@@ -56,13 +68,30 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
     unknown = set(values) - fields
     if unknown:
         raise ValueError(f"{args.config}: unknown option(s) {sorted(unknown)}; known: {sorted(fields)}")
-    flags = {"model": args.model, "backend": args.backend, "samples": args.samples, "out": args.out,
-             "temperature": args.temperature, "top_p": args.top_p, "max_tokens": args.max_tokens, "seed": args.seed,
-             "concurrency": args.concurrency, "profile": args.profile, "device": args.device, "jobs": args.jobs,
-             "baselines": args.baselines, "compile_baseline": args.compile_baseline, "preset": args.preset,
-             "scale": args.scale, "levels": tuple(args.level) if args.level else None,
-             "tasks": tuple(args.task) if args.task else None, "sizes": parse_sizes(args.size) or None,
-             "store": args.store, "pool": args.pool, "ray_address": args.ray_address}  # fmt: skip
+    flags = {
+        "model": args.model,
+        "backend": args.backend,
+        "samples": args.samples,
+        "out": args.out,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_tokens": args.max_tokens,
+        "seed": args.seed,
+        "concurrency": args.concurrency,
+        "profile": args.profile,
+        "device": args.device,
+        "jobs": args.jobs,
+        "baselines": args.baselines,
+        "compile_baseline": args.compile_baseline,
+        "preset": args.preset,
+        "scale": args.scale,
+        "levels": tuple(args.level) if args.level else None,
+        "tasks": tuple(args.task) if args.task else None,
+        "sizes": parse_sizes(args.size) or None,
+        "store": args.store,
+        "pool": args.pool,
+        "ray_address": args.ray_address,
+    }
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.no_store:
         values["store"] = None

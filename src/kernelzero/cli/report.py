@@ -22,8 +22,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders written by kernelzero eval")
     parser.add_argument("--md", metavar="OUT.md", help="write the markdown comparison here instead of stdout")
     parser.add_argument("--html", metavar="OUT.html", help="write the comparison as a self-contained HTML page")
-    parser.add_argument("--policy", choices=POLICIES, help="count a sample correct by this policy's status "
-                        "(default: the verdict's own status)")  # fmt: skip
+    parser.add_argument(
+        "--policy",
+        choices=POLICIES,
+        help="count a sample correct by this policy's status (default: the verdict's own status)",
+    )
     parser.add_argument("--speed", choices=SPEED_BASELINES, default="eager", help="baseline of fast_p and fast_p@k")
     parser.add_argument("--write", action="store_true", help="also write report.md and plots into each RUN")
     parser.set_defaults(run=run)

@@ -27,8 +27,12 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--db", type=Path, default=default_path().with_name("service.sqlite"),
-                   help="SQLite file of jobs and verdicts (default ~/.cache/kernelzero/service.sqlite)")  # fmt: skip
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=default_path().with_name("service.sqlite"),
+        help="SQLite file of jobs and verdicts (default ~/.cache/kernelzero/service.sqlite)",
+    )
     p.add_argument("--jobs", type=int, default=2, help="verifications side by side")
     p.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body accepted (MiB)")
@@ -50,14 +54,19 @@ def run(args: argparse.Namespace) -> int:
         if not token:
             raise ValueError(f"{args.token_file} is empty")
     if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
-        print("warning: serving beyond localhost without --token-file; anyone who can reach it can run code",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "warning: serving beyond localhost without --token-file; anyone who can reach it can run code",
+            file=sys.stderr,
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     queue = JobQueue(args.db)  # puts jobs a killed server left running back to queued
     worker = Worker(queue, jobs=args.jobs, store=VerdictStore(args.db)).start()
     app = create_app(queue, token=token, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
-    print(f"kernelzero serve: http://{args.host}:{args.port} db={args.db} jobs={args.jobs} pid={os.getpid()}",
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"kernelzero serve: http://{args.host}:{args.port} db={args.db} jobs={args.jobs} pid={os.getpid()}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:

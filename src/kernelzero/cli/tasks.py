@@ -81,12 +81,23 @@ def run(args: argparse.Namespace) -> int:
 def _list(tasks: list[Task], as_json: bool, console: Console) -> int:
     if as_json:
         for task in tasks:
-            print(json.dumps({"name": task.name, "level": task.level, "problem_id": task.problem_id,
-                              "hash": task_hash(task), "sizes": task.sizes}))  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "name": task.name,
+                        "level": task.level,
+                        "problem_id": task.problem_id,
+                        "hash": task_hash(task),
+                        "sizes": task.sizes,
+                    }
+                )
+            )
         return 0
     table = Table("task", "level", "hash", "size overrides")
     for task in tasks:
-        table.add_row(task.name, str(task.level or ""), task_hash(task), " ".join(f"{k}={v}" for k, v in task.sizes.items()))
+        table.add_row(
+            task.name, str(task.level or ""), task_hash(task), " ".join(f"{k}={v}" for k, v in task.sizes.items())
+        )
     console.print(table)
     console.print(f"{len(tasks)} tasks")
     return 0
@@ -97,7 +108,7 @@ SHRINK_FAILURES = {"import_error", "bad_init_inputs", "init_failed", "bad_inputs
 
 def _scale_ladder(scale: float) -> list[float]:
     """Milder scales to retry a task that broke when shrunk: F, sqrt(F), F^(1/4), 1."""
-    return [round(scale ** p, 4) for p in (0.5, 0.25)] + [1.0]
+    return [round(scale**p, 4) for p in (0.5, 0.25)] + [1.0]
 
 
 def checks_with_fallback(tasks: list[Task], args: argparse.Namespace, options: CheckOptions):
@@ -110,8 +121,10 @@ def checks_with_fallback(tasks: list[Task], args: argparse.Namespace, options: C
             continue
         yield result
     for scale in _scale_ladder(args.scale) if broken else []:
-        originals = [resize(replace(pending[n], sizes={}), sizes=parse_sizes(args.size) or None, scale=scale,
-                            preset=args.preset) for n in broken]  # fmt: skip
+        originals = [
+            resize(replace(pending[n], sizes={}), sizes=parse_sizes(args.size) or None, scale=scale, preset=args.preset)
+            for n in broken
+        ]
         retry = {}
         for result in check_tasks(originals, options):
             note = f"shrunk task broke ({broken[result.name]}); checked at scale {scale}"
@@ -133,7 +146,11 @@ def _check(tasks: list[Task], args: argparse.Namespace, console: Console) -> int
             print(json.dumps(to_dict(result)), flush=True)
             continue
         mark = "[green]ok  [/]" if result.ok else f"[red]FAIL[/] {result.error}:"
-        detail = result.message if not result.ok else " ".join(result.output_shapes) + (f"  [yellow]{result.message}[/]" if result.message else "")
+        detail = (
+            result.message
+            if not result.ok
+            else " ".join(result.output_shapes) + (f"  [yellow]{result.message}[/]" if result.message else "")
+        )
         if result.ok and result.degenerate:
             detail += f"  [yellow](degenerate: {'; '.join(result.degenerate)})[/]"
         timing = f"{result.seconds:5.1f}s"

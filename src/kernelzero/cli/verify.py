@@ -60,8 +60,16 @@ def load_task(spec: str) -> Task:
 def run(args: argparse.Namespace) -> int:
     task = load_task(args.task)
     task = resize(task, sizes=parse_sizes(args.size) or None, scale=args.scale, preset=args.preset)
-    opts = options_for(args.profile, precision=args.precision, trials=args.trials, atol=args.atol, rtol=args.rtol,
-                       device=args.device, compile_baseline=args.compile_baseline, baselines_dir=args.baselines)  # fmt: skip
+    opts = options_for(
+        args.profile,
+        precision=args.precision,
+        trials=args.trials,
+        atol=args.atol,
+        rtol=args.rtol,
+        device=args.device,
+        compile_baseline=args.compile_baseline,
+        baselines_dir=args.baselines,
+    )
     verdict = verify(task, args.candidate.read_text(), args.backend, opts)
     if args.json:
         print(json.dumps(to_dict(verdict), indent=1))
@@ -76,8 +84,10 @@ def print_verdict(v, console: Console) -> None:
     if v.message:
         console.print(v.message, highlight=False)
     if v.timing:
-        console.print(f"time {v.timing.median_ms:.4f} ms (p10 {v.timing.p10_ms:.4f}, p90 {v.timing.p90_ms:.4f}, "
-                      f"{v.timing.calls} calls)")  # fmt: skip
+        console.print(
+            f"time {v.timing.median_ms:.4f} ms (p10 {v.timing.p10_ms:.4f}, p90 {v.timing.p90_ms:.4f}, "
+            f"{v.timing.calls} calls)"
+        )
     if v.speedup_eager is not None:
         extra = f", {v.speedup_compile:.2f}x torch.compile" if v.speedup_compile else ""
         console.print(f"speedup {v.speedup_eager:.2f}x eager{extra}")

@@ -13,5 +13,12 @@ from kernelzero.coder.backends import Generation, GenRequest, SamplingParams, lo
 from kernelzero.coder.extract import extract_code
 from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
 
-__all__ = ["PROMPT_VERSIONS", "GenRequest", "Generation", "SamplingParams", "build_messages", "extract_code",
-           "load_backend"]
+__all__ = [
+    "PROMPT_VERSIONS",
+    "GenRequest",
+    "Generation",
+    "SamplingParams",
+    "build_messages",
+    "extract_code",
+    "load_backend",
+]

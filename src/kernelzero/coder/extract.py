@@ -33,7 +33,7 @@ def _drop_thinking(completion: str) -> str:
         text = text.rpartition("</think>")[2]
     if "<think>" in text:  # an unclosed thinking section: keep only what follows it, if a fence follows
         head, _, tail = text.partition("<think>")
-        text = head + (tail[tail.find("```"):] if "```" in tail else "")
+        text = head + (tail[tail.find("```") :] if "```" in tail else "")
     return text
 
 

@@ -68,7 +68,9 @@ class EvalConfig:
     device: str = "auto"  # verification device: auto, cuda, cpu
     jobs: int = 2  # verifications run side by side (without a GPU; see service/pool.py)
     pool: str = "local"  # "local" (this machine: build stage + one lane per GPU) or "ray" (a Ray cluster)
-    ray_address: str | None = None  # with pool "ray": the cluster (None: RAY_ADDRESS, a local `ray start`, or a new instance)
+    ray_address: str | None = (
+        None  # with pool "ray": the cluster (None: RAY_ADDRESS, a local `ray start`, or a new instance)
+    )
     baselines: str | None = None  # folder caching reference timings per GPU
     store: str | None = "default"  # verdict store file shared across runs; "default": the user cache; None: off
     compile_baseline: bool = False  # also time torch.compile (slow)
@@ -92,21 +94,31 @@ def _check_run_json(cfg: EvalConfig, out: Path) -> None:
             raise ValueError(f"{out} holds a run with other settings ({', '.join(diff)}); use another --out")
     import torch
 
-    meta = {"config": mine, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "prompt_version": PROMPT_VERSIONS[cfg.backend]}  # fmt: skip
+    meta = {
+        "config": mine,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__},
+        "prompt_version": PROMPT_VERSIONS[cfg.backend],
+    }
     path.write_text(json.dumps(meta, indent=1))
 
 
 def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=False)  # fmt: skip
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
 
 
 def generate_missing(cfg: EvalConfig, tasks: list[Task], log: JsonlLog, console: Console) -> list[str]:
     """Generate the samples `log` lacks; return the backend's warnings."""
-    params = SamplingParams(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
-                            max_tokens=cfg.max_tokens, seed=cfg.seed)  # fmt: skip
+    params = SamplingParams(
+        n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed
+    )
     by_name = {t.name: t for t in tasks}
     requests = []
     for task in tasks:
@@ -128,13 +140,26 @@ def generate_missing(cfg: EvalConfig, tasks: list[Task], log: JsonlLog, console:
                 if not g.ok:  # not stored: a resumed run asks again
                     failed.append(f"{task.name} sample {g.sample_idx}: {g.error}")
                     continue
-                log.append(to_dict(Sample(
-                    task=task.name, task_hash=task_hash(task), sample_idx=g.sample_idx, level=task.level,
-                    backend=cfg.backend, model=cfg.model, prompt_version=PROMPT_VERSIONS[cfg.backend],
-                    completion=g.text, code=extract_code(g.text),
-                    output_tokens=g.output_tokens, prompt_tokens=g.prompt_tokens,
-                    finish_reason=g.finish_reason, seconds=g.seconds, seed=g.seed,
-                )))  # fmt: skip
+                log.append(
+                    to_dict(
+                        Sample(
+                            task=task.name,
+                            task_hash=task_hash(task),
+                            sample_idx=g.sample_idx,
+                            level=task.level,
+                            backend=cfg.backend,
+                            model=cfg.model,
+                            prompt_version=PROMPT_VERSIONS[cfg.backend],
+                            completion=g.text,
+                            code=extract_code(g.text),
+                            output_tokens=g.output_tokens,
+                            prompt_tokens=g.prompt_tokens,
+                            finish_reason=g.finish_reason,
+                            seconds=g.seconds,
+                            seed=g.seed,
+                        )
+                    )
+                )
             bar.advance(job, len(gens))
 
         backend.generate(requests, params, on_done=on_done)
@@ -149,15 +174,29 @@ def verify_missing(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdic
     todo = [s for s in samples.records() if s["task"] in by_name and (s["task"], s["sample_idx"]) not in verdicts]
     if not todo:
         return
-    opts = options_for(cfg.profile, policy="kernelbench", device=cfg.device, baselines_dir=cfg.baselines,
-                       compile_baseline=cfg.compile_baseline)  # fmt: skip
+    opts = options_for(
+        cfg.profile,
+        policy="kernelbench",
+        device=cfg.device,
+        baselines_dir=cfg.baselines,
+        compile_baseline=cfg.compile_baseline,
+    )
     store = None if cfg.store is None else VerdictStore(None if cfg.store == "default" else cfg.store)
-    requests = (VerifyRequest(by_name[s["task"]], s["completion"], cfg.backend, opts, tag=s["sample_idx"]) for s in todo)
+    requests = (
+        VerifyRequest(by_name[s["task"]], s["completion"], cfg.backend, opts, tag=s["sample_idx"]) for s in todo
+    )
     with _progress(console) as bar:
         job = bar.add_task("verify", total=len(todo))
         for req, verdict in verify_many(requests, cfg.jobs, store, pool=cfg.pool, ray_address=cfg.ray_address):
-            verdicts.append({"task": req.task.name, "sample_idx": req.tag, "level": req.task.level,
-                             "verdict": to_dict(verdict), "policies": verdict.policy_status})  # fmt: skip
+            verdicts.append(
+                {
+                    "task": req.task.name,
+                    "sample_idx": req.tag,
+                    "level": req.task.level,
+                    "verdict": to_dict(verdict),
+                    "policies": verdict.policy_status,
+                }
+            )
             bar.advance(job)
 
 

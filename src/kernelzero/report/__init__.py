@@ -82,8 +82,9 @@ def run_names(run_dirs: Sequence[str | Path]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(d) for d in run_dirs]
 
 
-def compare_runs(run_dirs: Sequence[str | Path], fmt: str = "md", policy: str | None = None,
-                 speed: str = "eager") -> str:  # fmt: skip
+def compare_runs(
+    run_dirs: Sequence[str | Path], fmt: str = "md", policy: str | None = None, speed: str = "eager"
+) -> str:
     """Runs side by side, one table per level, one row per run, as markdown ("md") or an HTML page."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")

@@ -33,8 +33,9 @@ def _image(path: Path) -> str:
     return f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">\n'
 
 
-def render_page(title: str, tables: Sequence[Table], facts: Sequence[str] = (), legend: str = "",
-                images: Sequence[Path] = ()) -> str:  # fmt: skip
+def render_page(
+    title: str, tables: Sequence[Table], facts: Sequence[str] = (), legend: str = "", images: Sequence[Path] = ()
+) -> str:
     """A whole HTML document: title, facts as a list, tables, legend, PNG images embedded."""
     items = "".join(f"<li>{html.escape(f)}</li>" for f in facts)
     parts = [

@@ -25,8 +25,9 @@ def render_tables(tables: Sequence[Table], level: int = 3) -> str:
     return "\n".join(render_table(t, level) for t in tables)
 
 
-def run_markdown(title: str, config: dict[str, Any], summary: dict[str, Any], plots: Sequence[str],
-                 plots_note: str = "") -> str:  # fmt: skip
+def run_markdown(
+    title: str, config: dict[str, Any], summary: dict[str, Any], plots: Sequence[str], plots_note: str = ""
+) -> str:
     """The text of a run's report.md: facts, the tables, and the plots (file names next to it)."""
     parts = [f"# {title}", "", *(f"- {fact}" for fact in run_facts(config, summary)), ""]
     parts += [render_tables(run_tables(summary)), LEGEND, ""]

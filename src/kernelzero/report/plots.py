@@ -34,8 +34,11 @@ def write_plots(summary: dict[str, Any], speedups: dict[str, Sequence[float]], o
     if not matplotlib_available():
         return []
     out_dir = Path(out_dir)
-    written = [_speedup_histogram(speedups, out_dir / SPEEDUPS_PNG), _at_k_bars(summary, out_dir / AT_K_PNG),
-               _status_bars(summary, out_dir / STATUSES_PNG)]  # fmt: skip
+    written = [
+        _speedup_histogram(speedups, out_dir / SPEEDUPS_PNG),
+        _at_k_bars(summary, out_dir / AT_K_PNG),
+        _status_bars(summary, out_dir / STATUSES_PNG),
+    ]
     return [p for p in written if p is not None]
 
 
@@ -67,8 +70,11 @@ def _speedup_histogram(speedups: dict[str, Sequence[float]], path: Path) -> Path
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set(xlabel="speedup (log scale; > 1x is faster than the baseline)", ylabel="correct samples",
-           title="Speedup of correct samples")  # fmt: skip
+    ax.set(
+        xlabel="speedup (log scale; > 1x is faster than the baseline)",
+        ylabel="correct samples",
+        title="Speedup of correct samples",
+    )
     ax.legend()
     fig.savefig(path, bbox_inches="tight")
     return path

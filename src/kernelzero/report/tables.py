@@ -92,23 +92,33 @@ def _fast1_ks(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool) -> list
 def _metric_header(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = True) -> tuple[str, ...]:
     ks, fast_ks = _ks(summaries), _fast1_ks(summaries, with_fast_at_k)
     return (
-        "tasks", "n", *(f"pass@{k}" for k in ks), *(f"fast_1@{k}" for k in fast_ks),
-        *(f"fast_{p_key(p)}" for p in _shown_ps(summaries)), *(f"geomean vs {b}" for b in SPEED_BASELINES),
-        "avg tokens", "correct",
-    )  # fmt: skip
+        "tasks",
+        "n",
+        *(f"pass@{k}" for k in ks),
+        *(f"fast_1@{k}" for k in fast_ks),
+        *(f"fast_{p_key(p)}" for p in _shown_ps(summaries)),
+        *(f"geomean vs {b}" for b in SPEED_BASELINES),
+        "avg tokens",
+        "correct",
+    )
 
 
-def _metric_cells(group: dict[str, Any], summaries: Sequence[dict[str, Any]],
-                  with_fast_at_k: bool = True) -> tuple[str, ...]:  # fmt: skip
+def _metric_cells(
+    group: dict[str, Any], summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = True
+) -> tuple[str, ...]:
     """The cells under `_metric_header`, for one level of one run."""
     ks, fast_ks = _ks(summaries), _fast1_ks(summaries, with_fast_at_k)
     fast1 = (group["fast_p@k"] or {}).get(p_key(1.0))  # None (n/a) without timings
     return (
-        str(group["tasks"]), per_task(group), *(_at_k(group["pass@k"], k) for k in ks),
-        *(_at_k(fast1, k) for k in fast_ks), *(_fast(group, p) for p in _shown_ps(summaries)),
+        str(group["tasks"]),
+        per_task(group),
+        *(_at_k(group["pass@k"], k) for k in ks),
+        *(_at_k(fast1, k) for k in fast_ks),
+        *(_fast(group, p) for p in _shown_ps(summaries)),
         *(times(group["geomean_speedup"][b]) for b in SPEED_BASELINES),
-        tokens(group["avg_output_tokens"]), f"{group['correct']}/{group['samples']}",
-    )  # fmt: skip
+        tokens(group["avg_output_tokens"]),
+        f"{group['correct']}/{group['samples']}",
+    )
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -133,8 +143,9 @@ def status_table(summary: dict[str, Any]) -> Table:
     """Verdict statuses per level: counts of samples."""
     pairs = groups(summary)
     statuses = list(dict.fromkeys(s for _, g in pairs for s in g["statuses"]))
-    rows = tuple((group_label(key), *(str(g["statuses"].get(s, 0)) for s in statuses), str(g["samples"]))
-                 for key, g in pairs)  # fmt: skip
+    rows = tuple(
+        (group_label(key), *(str(g["statuses"].get(s, 0)) for s in statuses), str(g["samples"])) for key, g in pairs
+    )
     return Table("Statuses (samples)", ("level", *statuses, "total"), rows)
 
 
@@ -151,8 +162,11 @@ def comparison_tables(named: dict[str, dict[str, Any]]) -> list[Table]:
     keys += ["overall"] if len(keys) != 1 else []
     tables = []
     for key in keys:
-        rows = tuple((name, *_metric_cells(s["overall"] if key == "overall" else s["levels"][key], summaries))
-                     for name, s in named.items() if key == "overall" or key in s["levels"])  # fmt: skip
+        rows = tuple(
+            (name, *_metric_cells(s["overall"] if key == "overall" else s["levels"][key], summaries))
+            for name, s in named.items()
+            if key == "overall" or key in s["levels"]
+        )
         tables.append(Table(group_label(key), ("run", *_metric_header(summaries)), rows))
     return tables
 

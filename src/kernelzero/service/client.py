@@ -1,10 +1,10 @@
 """A client of the verification service (`kernelzero serve`), standard library only.
 
-    client = Client("http://127.0.0.1:8765", token=None)
-    verdict = client.verify(task, completion, "triton", compile_check=False)      # submit, poll, Verdict
-    verdicts = client.verify_batch([(task, completion, "triton", {}), ...])       # one POST, in order
-    ids = client.submit([(task, completion, "triton", {"profile": "strict"})])
-    client.result(ids[0])     # None while queued or running, else the Verdict
+client = Client("http://127.0.0.1:8765", token=None)
+verdict = client.verify(task, completion, "triton", compile_check=False)      # submit, poll, Verdict
+verdicts = client.verify_batch([(task, completion, "triton", {}), ...])       # one POST, in order
+ids = client.submit([(task, completion, "triton", {"profile": "strict"})])
+client.result(ids[0])     # None while queued or running, else the Verdict
 """
 
 from __future__ import annotations
@@ -29,8 +29,12 @@ class ServiceError(RuntimeError):
 
 def request_dict(task: Task | dict, candidate: str, backend: str, options: dict | None = None) -> dict:
     """One request of POST /v1/verify."""
-    return {"task": task if isinstance(task, dict) else to_dict(task), "candidate": candidate, "backend": backend,
-            "options": dict(options or {})}  # fmt: skip
+    return {
+        "task": task if isinstance(task, dict) else to_dict(task),
+        "candidate": candidate,
+        "backend": backend,
+        "options": dict(options or {}),
+    }
 
 
 class Client:
@@ -94,11 +98,14 @@ class Client:
                 raise TimeoutError(f"{len(job_ids) - len(results)} job(s) not done after {timeout_s:.0f} s")
             time.sleep(poll_s)
 
-    def verify_batch(self, items: Iterable[tuple | dict], timeout_s: float = 900.0, poll_s: float = 0.5) -> list[Verdict]:
+    def verify_batch(
+        self, items: Iterable[tuple | dict], timeout_s: float = 900.0, poll_s: float = 0.5
+    ) -> list[Verdict]:
         """Submit many requests in one POST and wait for all; verdicts in order."""
         return self.wait(self.submit(items), timeout_s, poll_s)
 
-    def verify(self, task: Task | dict, candidate: str, backend: str, timeout_s: float = 900.0, poll_s: float = 0.5,
-               **options) -> Verdict:  # fmt: skip
+    def verify(
+        self, task: Task | dict, candidate: str, backend: str, timeout_s: float = 900.0, poll_s: float = 0.5, **options
+    ) -> Verdict:
         """Verify one candidate through the service (VerifyOptions overrides as keywords)."""
         return self.verify_batch([request_dict(task, candidate, backend, options)], timeout_s, poll_s)[0]

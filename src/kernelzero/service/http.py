@@ -40,8 +40,9 @@ def _error(code: int, detail: str) -> JSONResponse:
 
 def create_app(queue: JobQueue, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The service's app over `queue` (a worker verifies its jobs separately: `jobs.Worker`)."""
-    app = FastAPI(title="kernelzero verification service", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url=None)  # fmt: skip
+    app = FastAPI(
+        title="kernelzero verification service", version=__version__, docs_url=None, redoc_url=None, openapi_url=None
+    )
     expected = f"Bearer {token}".encode() if token else None
 
     @app.middleware("http")

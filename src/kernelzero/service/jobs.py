@@ -128,8 +128,9 @@ class JobQueue:
         db.execute("BEGIN IMMEDIATE")
         try:
             for request in requests:
-                cur = db.execute("INSERT INTO jobs (request, state, created) VALUES (?, 'queued', ?)",
-                                 (json.dumps(request), now))  # fmt: skip
+                cur = db.execute(
+                    "INSERT INTO jobs (request, state, created) VALUES (?, 'queued', ?)", (json.dumps(request), now)
+                )
                 ids.append(cur.lastrowid)
             db.execute("COMMIT")
         except BaseException:
@@ -143,12 +144,15 @@ class JobQueue:
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
-            rows = db.execute("SELECT id, request FROM jobs WHERE state = 'queued' ORDER BY id LIMIT ?",
-                              (n,)).fetchall()  # fmt: skip
+            rows = db.execute(
+                "SELECT id, request FROM jobs WHERE state = 'queued' ORDER BY id LIMIT ?", (n,)
+            ).fetchall()
             now = time.time()
             for job_id, _ in rows:
-                db.execute("UPDATE jobs SET state = 'running', attempts = attempts + 1, started = ? WHERE id = ?",
-                           (now, job_id))  # fmt: skip
+                db.execute(
+                    "UPDATE jobs SET state = 'running', attempts = attempts + 1, started = ? WHERE id = ?",
+                    (now, job_id),
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -173,9 +177,14 @@ class JobQueue:
 
     def get(self, job_id: int) -> dict | None:
         """{"id", "state", "status", "verdict" (a dict or None), "error", "attempts", "created", "finished"}."""
-        row = self._connect().execute(
-            "SELECT id, state, status, verdict, error, attempts, created, finished FROM jobs WHERE id = ?", (job_id,)
-        ).fetchone()
+        row = (
+            self._connect()
+            .execute(
+                "SELECT id, state, status, verdict, error, attempts, created, finished FROM jobs WHERE id = ?",
+                (job_id,),
+            )
+            .fetchone()
+        )
         if row is None:
             return None
         keys = ("id", "state", "status", "verdict", "error", "attempts", "created", "finished")
@@ -190,16 +199,23 @@ class JobQueue:
 
     def status_counts(self) -> dict[str, int]:
         """Verdicts of done jobs per status."""
-        rows = self._connect().execute(
-            "SELECT status, COUNT(*) FROM jobs WHERE state = 'done' GROUP BY status").fetchall()  # fmt: skip
+        rows = (
+            self._connect().execute("SELECT status, COUNT(*) FROM jobs WHERE state = 'done' GROUP BY status").fetchall()
+        )
         return dict(rows)
 
 
 class Worker:
     """A daemon thread that verifies queued jobs through `verify_many` (`jobs` at a time)."""
 
-    def __init__(self, queue: JobQueue, jobs: int = 2, store: VerdictStore | None = None, batch: int | None = None,
-                 idle_s: float = 1.0):  # fmt: skip
+    def __init__(
+        self,
+        queue: JobQueue,
+        jobs: int = 2,
+        store: VerdictStore | None = None,
+        batch: int | None = None,
+        idle_s: float = 1.0,
+    ):
         self.queue, self.jobs, self.store = queue, max(1, jobs), store
         self.batch = batch or self.jobs
         self.idle_s = idle_s

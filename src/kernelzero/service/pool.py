@@ -84,12 +84,26 @@ class PoolStats:
         """Per GPU, `busy`: share of the wall time during which some sample held the GPU's lease (shared or
         exclusive; overlapping leases count once); `excl`: share during which one sample was being timed."""
         wall = time.monotonic() - self.started
-        gpus = {g: {**v, "busy": round(_covered(self.spans.get(g, [])) / wall, 3) if wall else 0.0,
-                    "excl": round(v["excl_s"] / wall, 3) if wall else 0.0} for g, v in sorted(self.per_gpu.items())}  # fmt: skip
-        return {"wall_s": round(wall, 1), "samples": self.samples, "from_store": self.from_store,
-                "samples_per_hour": round(self.samples * 3600 / wall) if wall else 0, "builds": self.builds,
-                "build_s": round(self.build_s, 1), "retries": self.retries, "probes": list(self.probes),
-                "unhealthy": sorted(self.unhealthy), "gpus": gpus}  # fmt: skip
+        gpus = {
+            g: {
+                **v,
+                "busy": round(_covered(self.spans.get(g, [])) / wall, 3) if wall else 0.0,
+                "excl": round(v["excl_s"] / wall, 3) if wall else 0.0,
+            }
+            for g, v in sorted(self.per_gpu.items())
+        }
+        return {
+            "wall_s": round(wall, 1),
+            "samples": self.samples,
+            "from_store": self.from_store,
+            "samples_per_hour": round(self.samples * 3600 / wall) if wall else 0,
+            "builds": self.builds,
+            "build_s": round(self.build_s, 1),
+            "retries": self.retries,
+            "probes": list(self.probes),
+            "unhealthy": sorted(self.unhealthy),
+            "gpus": gpus,
+        }
 
 
 def _covered(spans: list[tuple[float, float]]) -> float:
@@ -124,9 +138,17 @@ def _runner_died(verdict: Verdict) -> bool:
 class LocalPool:
     """Build stage + one lane per GPU (or one CPU lane); see the module docstring."""
 
-    def __init__(self, jobs: int = 2, store: VerdictStore | None = None, gpus: list[int] | None = None,
-                 per_gpu: int = 2, build_jobs: int | None = None, build_cache: str | None = None,
-                 stats: PoolStats | None = None, standby: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        jobs: int = 2,
+        store: VerdictStore | None = None,
+        gpus: list[int] | None = None,
+        per_gpu: int = 2,
+        build_jobs: int | None = None,
+        build_cache: str | None = None,
+        stats: PoolStats | None = None,
+        standby: int | None = None,
+    ):
         self.store = store
         self.gpus = visible_gpus() if gpus is None else list(gpus)
         self.per_gpu = max(1, per_gpu)
@@ -162,8 +184,13 @@ class LocalPool:
 
         with self.builds:
             start = time.monotonic()
-            results = prebuild(extract_code(req.candidate), self.cache, timeout_s=req.options.build_timeout_s,
-                               user=req.options.sandbox_user, isolate_network=req.options.isolate_network)  # fmt: skip
+            results = prebuild(
+                extract_code(req.candidate),
+                self.cache,
+                timeout_s=req.options.build_timeout_s,
+                user=req.options.sandbox_user,
+                isolate_network=req.options.isolate_network,
+            )
             with self.stats.lock:
                 self.stats.builds += sum(1 for r in results if not r.cached)
                 self.stats.build_s += time.monotonic() - start
@@ -223,8 +250,15 @@ class LocalPool:
                 if gpu is None:
                     from kernelzero.verify import _early
 
-                    return _early(req.task, req.candidate, req.backend, req.options, "crash", "runner",
-                                  f"no healthy GPU left in the pool (failed health probes: {sorted(self.stats.unhealthy)})")  # fmt: skip
+                    return _early(
+                        req.task,
+                        req.candidate,
+                        req.backend,
+                        req.options,
+                        "crash",
+                        "runner",
+                        f"no healthy GPU left in the pool (failed health probes: {sorted(self.stats.unhealthy)})",
+                    )
             try:
                 verdict = self._verify(req, gpu)
             finally:
@@ -267,10 +301,20 @@ class LocalPool:
                     yield pending.pop(future), future.result()
 
 
-def verify_many(requests: Iterable[VerifyRequest], jobs: int = 2, store: VerdictStore | None = None, *,
-                gpus: list[int] | None = None, per_gpu: int = 2, build_jobs: int | None = None,
-                build_cache: str | None = None, pool: str = "local", stats: PoolStats | None = None,
-                ray_address: str | None = None, standby: int | None = None) -> Iterator[tuple[VerifyRequest, Verdict]]:  # fmt: skip
+def verify_many(
+    requests: Iterable[VerifyRequest],
+    jobs: int = 2,
+    store: VerdictStore | None = None,
+    *,
+    gpus: list[int] | None = None,
+    per_gpu: int = 2,
+    build_jobs: int | None = None,
+    build_cache: str | None = None,
+    pool: str = "local",
+    stats: PoolStats | None = None,
+    ray_address: str | None = None,
+    standby: int | None = None,
+) -> Iterator[tuple[VerifyRequest, Verdict]]:
     """Verify every request in completion order; stored verdicts are reused.
 
     Without a GPU, `jobs` verifications run side by side; with GPUs, `per_gpu` per GPU plus

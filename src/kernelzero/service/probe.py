@@ -34,8 +34,13 @@ def probe_gpu(index: int | None, timeout_s: float = 120.0, device: str = "cuda")
         env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(index)
     start = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "kernelzero.service.probe", device], env=env,
-                              capture_output=True, text=True, timeout=timeout_s)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "kernelzero.service.probe", device],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         return ProbeResult(False, time.monotonic() - start, f"the probe did not finish in {timeout_s:g} s")
     seconds = time.monotonic() - start

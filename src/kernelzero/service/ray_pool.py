@@ -72,7 +72,9 @@ class VerifyRunner:
             name = torch.cuda.get_device_name() if torch.cuda.is_available() else None
         return name, library_versions() if versions else {}
 
-    def verify(self, task, candidate: str, backend: str, options: VerifyOptions, artifacts: dict | None = None) -> Verdict:
+    def verify(
+        self, task, candidate: str, backend: str, options: VerifyOptions, artifacts: dict | None = None
+    ) -> Verdict:
         from kernelzero.verify import verify
 
         if not artifacts:
@@ -144,13 +146,20 @@ def _crash(req: VerifyRequest, device: str, message: str) -> Verdict:
     from kernelzero.verify import _early
     from kernelzero.verify.extract import extract_code
 
-    return _early(req.task, extract_code(req.candidate), req.backend, req.options, "crash", "runner", message,
-                  device=device)  # fmt: skip
+    return _early(
+        req.task, extract_code(req.candidate), req.backend, req.options, "crash", "runner", message, device=device
+    )
 
 
-def verify_many_ray(requests: Iterable[VerifyRequest], *, store: VerdictStore | None = None, address: str | None = None,
-                    runners: int | None = None, build_jobs: int | None = None,
-                    in_flight: int | None = None) -> Iterator[tuple[VerifyRequest, Verdict]]:  # fmt: skip
+def verify_many_ray(
+    requests: Iterable[VerifyRequest],
+    *,
+    store: VerdictStore | None = None,
+    address: str | None = None,
+    runners: int | None = None,
+    build_jobs: int | None = None,
+    in_flight: int | None = None,
+) -> Iterator[tuple[VerifyRequest, Verdict]]:
     """Verify every request on Ray, in completion order; stored verdicts are reused (see the module doc).
 
     runners: CPU runners when the cluster has no GPU (default 1); with GPUs, at most this many GPU
@@ -197,8 +206,11 @@ def verify_many_ray(requests: Iterable[VerifyRequest], *, store: VerdictStore | 
             slot.gpu, theirs = identity
             slot.identity_ref, slot.ready = None, True
             if store is not None and theirs != versions:
-                log.warning("a runner's library versions %s differ from this process's %s: not using the verdict "
-                            "store", theirs, versions)  # fmt: skip
+                log.warning(
+                    "a runner's library versions %s differ from this process's %s: not using the verdict store",
+                    theirs,
+                    versions,
+                )
                 store = None
 
         slots.extend(new_slot() for _ in range(count))
@@ -288,8 +300,9 @@ def verify_many_ray(requests: Iterable[VerifyRequest], *, store: VerdictStore | 
                         slot.ready = True
                     except RayActorError as exc:
                         died = "its Ray actor process died"
-                        log.warning("a runner died verifying %s (%s); starting another", item.req.task.name,
-                                    type(exc).__name__)  # fmt: skip
+                        log.warning(
+                            "a runner died verifying %s (%s); starting another", item.req.task.name, type(exc).__name__
+                        )
                         ray.kill(slot.actor, no_restart=True)
                         fresh = new_slot()
                         slot.actor, slot.identity_ref, slot.ready = fresh.actor, fresh.identity_ref, False

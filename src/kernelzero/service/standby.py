@@ -82,9 +82,14 @@ class Standby:
             with self.lock:
                 if self.closed or len(self.ready[key]) >= self.count:
                     continue
-            proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.launch", "--standby", json.dumps(spec)],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=env)  # fmt: skip
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelzero.verify.launch", "--standby", json.dumps(spec)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
             with self.lock:
                 self.started += 1
                 late = self.closed

@@ -43,7 +43,12 @@ CREATE TABLE IF NOT EXISTS verdicts (
     created REAL NOT NULL
 )
 """
-VOLATILE_OPTIONS = ("baselines_dir", "build_cache", "gpu_index", "cuda_ipc")  # where a verification runs does not change it
+VOLATILE_OPTIONS = (
+    "baselines_dir",
+    "build_cache",
+    "gpu_index",
+    "cuda_ipc",
+)  # where a verification runs does not change it
 
 
 def default_path() -> Path:
@@ -65,8 +70,12 @@ def verifier_hash() -> str:
 def library_versions() -> dict[str, str]:
     import torch
 
-    versions = {"python": platform.python_version(), "torch": torch.__version__, "kernelzero": __version__,
-                "verifier": verifier_hash()}  # fmt: skip
+    versions = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "kernelzero": __version__,
+        "verifier": verifier_hash(),
+    }
     try:
         import triton
 
@@ -80,9 +89,13 @@ def request_key(task: Task, candidate: str, backend: str, opts: VerifyOptions, d
     """The store key of one verification request (sha256, hex)."""
     options = {k: v for k, v in asdict(opts).items() if k not in VOLATILE_OPTIONS}
     payload = {
-        "task": task_hash(task), "source": extract_code(candidate), "backend": backend,
-        "options": options, "device": device, "versions": library_versions(),
-    }  # fmt: skip
+        "task": task_hash(task),
+        "source": extract_code(candidate),
+        "backend": backend,
+        "options": options,
+        "device": device,
+        "versions": library_versions(),
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -73,7 +73,9 @@ def check_one(req: dict[str, Any], workdir: Path) -> dict[str, Any]:
         except Exception as exc:
             raise ContractError("bad_inputs", f"get_inputs() raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(inputs, (list, tuple)) or not any(isinstance(x, torch.Tensor) for x in inputs):
-            raise ContractError("bad_inputs", f"get_inputs() must return a list holding tensors, got {describe(inputs)}")
+            raise ContractError(
+                "bad_inputs", f"get_inputs() must return a list holding tensors, got {describe(inputs)}"
+            )
         draws.append(_to(list(inputs), device))
     result["input_shapes"] = [describe(x) for x in draws[0]]
     outs = []
@@ -156,7 +158,11 @@ def run_task(req: dict[str, Any]) -> dict[str, Any]:
     if os.WIFSIGNALED(status):
         sig = signal.Signals(os.WTERMSIG(status)).name
         return {"ok": False, "error": "crash", "message": f"the check process died from {sig}"}
-    return {"ok": False, "error": "crash", "message": f"the check process exited ({os.WEXITSTATUS(status)}) without a result"}
+    return {
+        "ok": False,
+        "error": "crash",
+        "message": f"the check process exited ({os.WEXITSTATUS(status)}) without a result",
+    }
 
 
 def _kill_group(pid: int) -> None:

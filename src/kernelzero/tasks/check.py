@@ -43,10 +43,24 @@ from kernelzero.tasks.sizes import SizeError, check_overrides
 from kernelzero.types import Task, TaskCheck
 
 ERROR_KINDS = (
-    "needs_download", "syntax_error", "import_error", "missing_model", "missing_get_inputs",
-    "missing_get_init_inputs", "bad_sizes", "bad_init_inputs", "init_failed", "bad_inputs",
-    "forward_failed", "oom", "bad_output", "nonfinite_output", "degenerate", "timeout", "crash",
-)  # fmt: skip
+    "needs_download",
+    "syntax_error",
+    "import_error",
+    "missing_model",
+    "missing_get_inputs",
+    "missing_get_init_inputs",
+    "bad_sizes",
+    "bad_init_inputs",
+    "init_failed",
+    "bad_inputs",
+    "forward_failed",
+    "oom",
+    "bad_output",
+    "nonfinite_output",
+    "degenerate",
+    "timeout",
+    "crash",
+)
 
 
 @dataclass(frozen=True)
@@ -90,17 +104,28 @@ def _worker(tasks: list[Task], options: CheckOptions, out: Queue) -> None:
         with tempfile.TemporaryDirectory(prefix="kz-check-") as tmp:
             request = Path(tmp, "request.json")
             results = Path(tmp, "results.jsonl")
-            request.write_text(json.dumps({
-                "options": {"device": options.device, "timeout_s": options.timeout_s,
-                            "seed": options.seed, "time_forward": options.time_forward},
-                "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
-            }))  # fmt: skip
+            request.write_text(
+                json.dumps(
+                    {
+                        "options": {
+                            "device": options.device,
+                            "timeout_s": options.timeout_s,
+                            "seed": options.seed,
+                            "time_forward": options.time_forward,
+                        },
+                        "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
+                    }
+                )
+            )
             results.touch()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kernelzero.tasks._child", str(request), str(results)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                start_new_session=True, env={**os.environ, "PYTHONPATH": _pythonpath()},
-            )  # fmt: skip
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": _pythonpath()},
+            )
             done = _follow(proc, results, pending, out)
             stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             pending = pending[done:]
@@ -145,8 +170,13 @@ def check_tasks(tasks: list[Task], options: CheckOptions = CheckOptions()) -> It
         except SizeError as exc:
             yield TaskCheck(name=task.name, ok=False, error="bad_sizes", message=str(exc), task_hash=task_hash(task))
         except SyntaxError as exc:
-            yield TaskCheck(name=task.name, ok=False, error="syntax_error", message=f"line {exc.lineno}: {exc.msg}",
-                            task_hash=task_hash(task))  # fmt: skip
+            yield TaskCheck(
+                name=task.name,
+                ok=False,
+                error="syntax_error",
+                message=f"line {exc.lineno}: {exc.msg}",
+                task_hash=task_hash(task),
+            )
         else:
             runnable.append(task)
     jobs = max(1, min(options.jobs, len(runnable)))

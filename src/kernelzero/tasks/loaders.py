@@ -112,8 +112,15 @@ def load_dataset_file(path: Path) -> Suite:
         stem = str(row["name"]).removesuffix(".py")
         name = f"level{level}/{stem}" if level is not None else stem
         pid = row.get("problem_id")
-        tasks.append(Task(name=name, source=row["code"], suite=path.name, level=level,
-                          problem_id=int(pid) if pid is not None else None))  # fmt: skip
+        tasks.append(
+            Task(
+                name=name,
+                source=row["code"],
+                suite=path.name,
+                level=level,
+                problem_id=int(pid) if pid is not None else None,
+            )
+        )
     notes = [f"skipped {skipped} problems that download pretrained models (Level 4)"] if skipped else []
     return Suite(path.name, sorted(tasks, key=_sort_key), notes)
 
@@ -146,21 +153,23 @@ def load_suite(spec: str | Path) -> Suite:
     raise TaskLoadError(f"{path}: unknown suite file type {path.suffix!r} (use a folder, .py, .jsonl or .parquet)")
 
 
-def select(
-    tasks: list[Task], levels: list[int] | None = None, names: list[str] | None = None
-) -> list[Task]:
+def select(tasks: list[Task], levels: list[int] | None = None, names: list[str] | None = None) -> list[Task]:
     """Tasks at the given levels whose name (or problem id) matches one of the glob patterns."""
     if levels and 4 in levels:
         raise TaskLoadError("KernelBench Level 4 needs pretrained model downloads; kernelzero does not support it")
     out = [t for t in tasks if not levels or t.level in levels]
     if names:
-        out = [t for t in out if any(fnmatch(t.name, p) or fnmatch(t.name, f"*/{p}") or str(t.problem_id) == p
-                                     for p in names)]  # fmt: skip
+        out = [
+            t
+            for t in out
+            if any(fnmatch(t.name, p) or fnmatch(t.name, f"*/{p}") or str(t.problem_id) == p for p in names)
+        ]
     return out
 
 
-def resize(task: Task, sizes: dict[str, int] | None = None, scale: float | None = None,
-           preset: str | None = None) -> Task:  # fmt: skip
+def resize(
+    task: Task, sizes: dict[str, int] | None = None, scale: float | None = None, preset: str | None = None
+) -> Task:
     """The task with size overrides applied: a named preset, then a scale factor, then explicit sizes.
 
     Explicit sizes naming no global of this task raise SizeError; a preset the task lacks is ignored

@@ -68,7 +68,11 @@ def _pairs(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
     for target in stmt.targets:
         if isinstance(target, ast.Name):
             out.append((target.id, stmt.value))
-        elif isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) and len(target.elts) == len(stmt.value.elts):
+        elif (
+            isinstance(target, ast.Tuple)
+            and isinstance(stmt.value, ast.Tuple)
+            and len(target.elts) == len(stmt.value.elts)
+        ):
             out += [(t.id, v) for t, v in zip(target.elts, stmt.value.elts) if isinstance(t, ast.Name)]
     return out
 

@@ -65,14 +65,27 @@ if TYPE_CHECKING:
 __all__ = ["Verdict", "VerifyOptions", "extract_code", "options_for", "verdict_from_dict", "verify"]
 
 
-def _early(task: Task, source: str, backend: str, opts: VerifyOptions, status: str, stage: str, message: str,
-           **extra) -> Verdict:  # fmt: skip
+def _early(
+    task: Task, source: str, backend: str, opts: VerifyOptions, status: str, stage: str, message: str, **extra
+) -> Verdict:
     from kernelzero.verify.judge import candidate_hash
 
     atol, rtol = tolerances(opts, task.atol, task.rtol)
-    v = Verdict(status=status, task=task.name, task_hash=task_hash(task), candidate_hash=candidate_hash(source),
-                backend=backend, profile=opts.profile, device=extra.pop("device", "cpu"), stage=stage,
-                message=message, atol=atol, rtol=rtol, precision=opts.precision, **extra)  # fmt: skip
+    v = Verdict(
+        status=status,
+        task=task.name,
+        task_hash=task_hash(task),
+        candidate_hash=candidate_hash(source),
+        backend=backend,
+        profile=opts.profile,
+        device=extra.pop("device", "cpu"),
+        stage=stage,
+        message=message,
+        atol=atol,
+        rtol=rtol,
+        precision=opts.precision,
+        **extra,
+    )
     return replace(v, feedback=feedback_for(v))
 
 
@@ -95,8 +108,9 @@ def _gpu_available() -> bool:
     return torch.cuda.is_available()
 
 
-def verify(task: Task, candidate: str, backend: str, options: VerifyOptions | None = None, *,
-           standby: "Standby | None" = None) -> Verdict:  # fmt: skip
+def verify(
+    task: Task, candidate: str, backend: str, options: VerifyOptions | None = None, *, standby: "Standby | None" = None
+) -> Verdict:
     """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults.
 
     `standby`: judges started ahead of requests (service/standby.py); one is used when ready.
@@ -136,8 +150,9 @@ def _physical_gpu(index: int) -> str:
     return entries[index]
 
 
-def _standby_judge(standby: "Standby | None", env: dict[str, str], opts: VerifyOptions, request: Path,
-                   result: Path) -> subprocess.Popen | None:  # fmt: skip
+def _standby_judge(
+    standby: "Standby | None", env: dict[str, str], opts: VerifyOptions, request: Path, result: Path
+) -> subprocess.Popen | None:
     """A ready judge from `standby`, given this request; None when there is none (or it just died)."""
     from kernelzero.verify.launch import on_gpu
 
@@ -177,8 +192,9 @@ def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions, stand
     budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
     with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "result.json")
-        request.write_text(json.dumps({"task": to_dict(task), "source": source, "backend": backend,
-                                       "options": asdict(opts)}))  # fmt: skip
+        request.write_text(
+            json.dumps({"task": to_dict(task), "source": source, "backend": backend, "options": asdict(opts)})
+        )
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         if opts.gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = _physical_gpu(opts.gpu_index)
@@ -188,9 +204,14 @@ def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions, stand
         start = time.monotonic()
         proc = _standby_judge(standby, env, opts, request, result)
         if proc is None:
-            proc = subprocess.Popen([sys.executable, "-m", "kernelzero.verify.launch", str(request), str(result)],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=env)  # fmt: skip
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelzero.verify.launch", str(request), str(result)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
         try:
             out = _judge_output(proc, budget)
         except subprocess.TimeoutExpired:
@@ -206,8 +227,16 @@ def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions, stand
                 os.killpg(proc.pid, 9)
                 proc.wait()
             tail = out.decode(errors="replace")[-1500:]
-            return _early(task, source, backend, opts, "crash", "judge",
-                          f"the verifier's judge process died (exit {proc.returncode})", error_log=tail)  # fmt: skip
+            return _early(
+                task,
+                source,
+                backend,
+                opts,
+                "crash",
+                "judge",
+                f"the verifier's judge process died (exit {proc.returncode})",
+                error_log=tail,
+            )
         payload = json.loads(result.read_text())
     if "error" in payload:
         raise ValueError(payload["error"])

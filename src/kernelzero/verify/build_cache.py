@@ -91,8 +91,11 @@ class BuildCache:
                 continue
             self.entry(key).parent.mkdir(parents=True, exist_ok=True)
             with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-                members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith(key + "/")
-                           and ".." not in m.name and m.name.count("/") == 1]  # fmt: skip
+                members = [
+                    m
+                    for m in tar.getmembers()
+                    if m.isfile() and m.name.startswith(key + "/") and ".." not in m.name and m.name.count("/") == 1
+                ]
                 tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.entry(key).parent))
                 tmp.chmod(0o755)  # the sandboxed worker (another user) reads it
                 for m in members:

@@ -39,8 +39,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-               "complex64", "complex128")  # fmt: skip
+DTYPE_NAMES = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+)
 MAX_FRAME = 1 << 36  # 64 GiB: a sanity bound, not a memory limit
 FILE_MIN_BYTES = 1 << 20  # tensors at least this large go through the transfer folder when there is one
 _FILE_NAME = re.compile(r"\d{1,9}\.bin")
@@ -88,8 +100,12 @@ class FileSink:
     def _to_file(self, obj: Any) -> Any:
         import torch
 
-        if isinstance(obj, torch.Tensor) and obj.device.type == "cpu" and obj.nbytes >= FILE_MIN_BYTES \
-                and str(obj.dtype).removeprefix("torch.") in DTYPE_NAMES:  # fmt: skip
+        if (
+            isinstance(obj, torch.Tensor)
+            and obj.device.type == "cpu"
+            and obj.nbytes >= FILE_MIN_BYTES
+            and str(obj.dtype).removeprefix("torch.") in DTYPE_NAMES
+        ):
             self.seq += 1
             path = self.folder / f"{self.seq}.bin"
             flat = obj.detach().contiguous().reshape(-1).view(torch.uint8)
@@ -245,7 +261,9 @@ def _read_file(folder: Path | None, name: Any, nbytes: int) -> torch.Tensor:
         path.unlink(missing_ok=True)
 
 
-def recv_msg(fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None) -> tuple[dict[str, Any], list[torch.Tensor]]:
+def recv_msg(
+    fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None
+) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """Judge side: the next header and tensors; malformed input raises ChannelError.
 
     `file_dir`: the worker's transfer folder, where it may put large tensors (see the module docstring).
@@ -263,7 +281,11 @@ def recv_msg(fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None) 
         if not isinstance(spec, list) or len(spec) not in (2, 3):
             raise ChannelError(f"malformed tensor spec {spec!r}")
         dtype_name, shape = spec[0], spec[1]
-        if not isinstance(shape, list) or dtype_name not in DTYPE_NAMES or not all(isinstance(s, int) and s >= 0 for s in shape):
+        if (
+            not isinstance(shape, list)
+            or dtype_name not in DTYPE_NAMES
+            or not all(isinstance(s, int) and s >= 0 for s in shape)
+        ):
             raise ChannelError(f"malformed tensor spec {spec!r}")
         dtype = getattr(torch, dtype_name)
         numel = 1

@@ -36,17 +36,20 @@ def _worst(exp: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, trial
     flat = int(torch.argmax(score.reshape(-1))) if score.numel() else 0
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), e.shape)) if e.dim() else ()
     return Mismatch(
-        trial=trial, output=k, index=index,
+        trial=trial,
+        output=k,
+        index=index,
         expected=float(e.reshape(-1)[flat]) if e.numel() else 0.0,
         got=float(g.reshape(-1)[flat]) if g.numel() else 0.0,
         max_abs_err=float(torch.nan_to_num(err, nan=float("inf")).max()) if err.numel() else 0.0,
         max_rel_err=float(torch.nan_to_num(rel, nan=float("inf")).max()) if rel.numel() else 0.0,
         bad_fraction=float(bad.double().mean()) if bad.numel() else 0.0,
-    )  # fmt: skip
+    )
 
 
-def compare(expected: list[torch.Tensor], got: list[torch.Tensor], atol: float, rtol: float,
-            trial: int = 0) -> Failure | None:  # fmt: skip
+def compare(
+    expected: list[torch.Tensor], got: list[torch.Tensor], atol: float, rtol: float, trial: int = 0
+) -> Failure | None:
     """None if `got` matches `expected`; else the first failing output's Failure."""
     if len(got) != len(expected):
         return Failure("shape_mismatch", f"expected {len(expected)} output(s), got {len(got)}")
@@ -68,8 +71,12 @@ def compare(expected: list[torch.Tensor], got: list[torch.Tensor], atol: float, 
         ok = torch.isclose(out.double(), exp.double(), atol=atol, rtol=rtol, equal_nan=True)
         if not bool(ok.all()):
             m = _worst(exp, out, atol, rtol, trial, k)
-            return Failure("mismatch", f"{tag}{_share(m)} of elements outside atol={atol:g} rtol={rtol:g}; "
-                                       f"worst at {list(m.index)}: expected {m.expected:.6g}, got {m.got:.6g}", m)  # fmt: skip
+            return Failure(
+                "mismatch",
+                f"{tag}{_share(m)} of elements outside atol={atol:g} rtol={rtol:g}; "
+                f"worst at {list(m.index)}: expected {m.expected:.6g}, got {m.got:.6g}",
+                m,
+            )
     return None
 
 

@@ -32,27 +32,64 @@ def verify_cuda_without_gpu(task: Task, source: str, opts: VerifyOptions) -> Ver
         try:
             builds = capture_load_inline(str(path), timeout_s=opts.build_timeout_s)
         except CaptureError as exc:
-            status = "format_error" if exc.exc_type == "SyntaxError" else "timeout" if exc.kind == "timeout" else "runtime_error"
+            status = (
+                "format_error"
+                if exc.exc_type == "SyntaxError"
+                else "timeout"
+                if exc.kind == "timeout"
+                else "runtime_error"
+            )
             return _early(task, source, "cuda", opts, status, "load", exc.message, error_log=exc.traceback_tail)
         if not builds:
-            return _early(task, source, "cuda", opts, "no_kernel", "build",
-                          "the candidate builds no CUDA extension at import (no load_inline call)")  # fmt: skip
+            return _early(
+                task,
+                source,
+                "cuda",
+                opts,
+                "no_kernel",
+                "build",
+                "the candidate builds no CUDA extension at import (no load_inline call)",
+            )
         if not opts.compile_check:
-            return _early(task, source, "cuda", opts, "compiled", "load", "compile check skipped (no GPU)",
-                          notes=("no GPU and compile_check off: only the import was checked",))  # fmt: skip
+            return _early(
+                task,
+                source,
+                "cuda",
+                opts,
+                "compiled",
+                "load",
+                "compile check skipped (no GPU)",
+                notes=("no GPU and compile_check off: only the import was checked",),
+            )
         notes = []
         for i, build in enumerate(builds):
             result = compile_check(build, arch=arch, workdir=Path(tmp, f"build{i}"), timeout_s=opts.build_timeout_s)
             if result.ok is False:
                 status = "timeout" if result.stage == "timeout" else "compile_error"
-                return _early(task, source, "cuda", opts, status, "build",
-                              f"{build.name}: {result.stage} compile failed for {arch}", error_log=result.log_tail)  # fmt: skip
+                return _early(
+                    task,
+                    source,
+                    "cuda",
+                    opts,
+                    status,
+                    "build",
+                    f"{build.name}: {result.stage} compile failed for {arch}",
+                    error_log=result.log_tail,
+                )
             if result.ok is None:
                 notes.append(f"{build.name}: could not be compile-checked here ({result.stage})")
             else:
                 regs = f", max {result.max_registers} registers" if result.max_registers else ""
                 notes.append(f"{build.name}: compiled for {arch} in {result.seconds:.1f} s{regs}")
-    verdict = _early(task, source, "cuda", opts, "compiled", "build",
-                     "compiles for the target GPU; not run (no GPU here)", notes=tuple(notes),
-                     timing_note="no GPU: nothing ran")  # fmt: skip
+    verdict = _early(
+        task,
+        source,
+        "cuda",
+        opts,
+        "compiled",
+        "build",
+        "compiles for the target GPU; not run (no GPU here)",
+        notes=tuple(notes),
+        timing_note="no GPU: nothing ran",
+    )
     return replace(verdict, stage_seconds={"compile_check": round(time.perf_counter() - start, 3)})

@@ -93,18 +93,24 @@ def toolchain() -> dict[str, str]:
 
     nvcc = str(Path(ce.CUDA_HOME, "bin", "nvcc")) if ce.CUDA_HOME else "nvcc"
     return {
-        "recipe": RECIPE, "torch": torch.__version__, "cuda": str(torch.version.cuda),
-        "nvcc": _tool_version([nvcc, "--version"]), "cxx": _tool_version([os.environ.get("CXX", "c++"), "--version"]).split(" | ")[0],
-        "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", "") or _arch_list(), "python": sys.version.split()[0],
+        "recipe": RECIPE,
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "nvcc": _tool_version([nvcc, "--version"]),
+        "cxx": _tool_version([os.environ.get("CXX", "c++"), "--version"]).split(" | ")[0],
+        "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", "") or _arch_list(),
+        "python": sys.version.split()[0],
         "abi": str(torch._C._GLIBCXX_USE_CXX11_ABI),
-    }  # fmt: skip
+    }
 
 
 def _arch_list() -> str:
     import torch
 
     if torch.cuda.is_available():
-        return ";".join(sorted({"%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}))
+        return ";".join(
+            sorted({"%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+        )
     return "9.0"
 
 
@@ -138,13 +144,27 @@ def _ninja_text(build: InlineBuild, folder: Path, sources: list[Path], with_cuda
     from torch.utils import cpp_extension as ce
 
     ld_params = inspect.signature(ce._prepare_ldflags).parameters
-    ld_wanted = dict(extra_ldflags=list(build.extra_ldflags), with_cuda=with_cuda, with_sycl=False, verbose=False,
-                     is_standalone=False)  # fmt: skip
+    ld_wanted = dict(
+        extra_ldflags=list(build.extra_ldflags),
+        with_cuda=with_cuda,
+        with_sycl=False,
+        verbose=False,
+        is_standalone=False,
+    )
     ldflags = ce._prepare_ldflags(**{k: v for k, v in ld_wanted.items() if k in ld_params})
-    wanted = dict(path=str(folder / "build.ninja"), name=build.name, sources=[str(s) for s in sources],
-                  extra_cflags=list(build.extra_cflags), extra_cuda_cflags=list(build.extra_cuda_cflags),
-                  extra_sycl_cflags=[], extra_ldflags=ldflags, extra_include_paths=list(build.extra_include_paths),
-                  with_cuda=with_cuda, with_sycl=False, is_standalone=False)  # fmt: skip
+    wanted = dict(
+        path=str(folder / "build.ninja"),
+        name=build.name,
+        sources=[str(s) for s in sources],
+        extra_cflags=list(build.extra_cflags),
+        extra_cuda_cflags=list(build.extra_cuda_cflags),
+        extra_sycl_cflags=[],
+        extra_ldflags=ldflags,
+        extra_include_paths=list(build.extra_include_paths),
+        with_cuda=with_cuda,
+        with_sycl=False,
+        is_standalone=False,
+    )
     params = inspect.signature(ce._write_ninja_file_to_build_library).parameters
     ce._write_ninja_file_to_build_library(**{k: v for k, v in wanted.items() if k in params})
     return (folder / "build.ninja").read_text()
@@ -170,18 +190,27 @@ def _stage_seconds(folder: Path) -> dict[str, float]:
         parts = line.split("\t")
         if len(parts) >= 4:
             target = parts[3]
-            label = "cuda.cu" if target.endswith(".cuda.o") else "main.cpp" if target.endswith("main.o") else \
-                "host.cpp" if target.endswith("host.o") else "link"  # fmt: skip
+            label = (
+                "cuda.cu"
+                if target.endswith(".cuda.o")
+                else "main.cpp"
+                if target.endswith("main.o")
+                else "host.cpp"
+                if target.endswith("host.o")
+                else "link"
+            )
             out[label] = round((int(parts[1]) - int(parts[0])) / 1e3, 3)
     return out
 
 
-def _fast_units(build: InlineBuild, folder: Path, files: dict[str, str], split: bool, light: bool) -> tuple[list[Path], list[str]]:
+def _fast_units(
+    build: InlineBuild, folder: Path, files: dict[str, str], split: bool, light: bool
+) -> tuple[list[Path], list[str]]:
     """Write the fast path's units beside the files as written; (sources, transforms)."""
     transforms = []
     main = files["main.cpp"]
     if light and EXTENSION_INCLUDE.match(main):  # inline_files puts torch's include on the first line
-        main = pch.include_line("bindings") + lighten(main[main.index("\n"):] if "\n" in main else "")
+        main = pch.include_line("bindings") + lighten(main[main.index("\n") :] if "\n" in main else "")
         transforms.append("light-bindings")
     (folder / "fast_main.cpp").write_text(main)
     sources = [folder / "fast_main.cpp"]
@@ -199,9 +228,18 @@ def _fast_units(build: InlineBuild, folder: Path, files: dict[str, str], split: 
     return sources, transforms
 
 
-def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float = 600.0, use_pch: bool = True,
-                    light_headers: bool = True, split: bool = True, tools: dict | None = None,
-                    pch_root: Path | None = None, build_pch: bool = True) -> BuildResult:  # fmt: skip
+def build_extension(
+    build: InlineBuild,
+    cache: BuildCache,
+    *,
+    timeout_s: float = 600.0,
+    use_pch: bool = True,
+    light_headers: bool = True,
+    split: bool = True,
+    tools: dict | None = None,
+    pch_root: Path | None = None,
+    build_pch: bool = True,
+) -> BuildResult:
     """Build one extension into `cache` (or find it there). Never raises for a failed compile.
 
     First the fast path (lighter headers, host/device split, precompiled headers); if that does not
@@ -228,7 +266,11 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
         written = [folder / name for name in files]
         fast, transforms = _fast_units(build, folder, files, split, light_headers)
         text = _ninja_text(build, folder, written, with_cuda)
-        cflags, cxx, post = _ninja_var(text, "cflags"), _ninja_var(text, "cxx") or "c++", _ninja_var(text, "post_cflags")
+        cflags, cxx, post = (
+            _ninja_var(text, "cflags"),
+            _ninja_var(text, "cxx") or "c++",
+            _ninja_var(text, "post_cflags"),
+        )
         host_cflags = f"{cflags} {host_defines_and_opt(build, cflags)}"  # what nvcc's host pass gave that code
 
         def header(flags: str, unit: Path) -> str:
@@ -237,7 +279,9 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
             name = next((h for h in pch.HEADERS if text.startswith(pch.include_line(h) + "\n")), None)
             if not use_pch or name is None:
                 return flags
-            folder_of, ready, took = pch.precompiled(pch_root or cache.root, name, cxx, flags, post, timeout_s, build_pch)
+            folder_of, ready, took = pch.precompiled(
+                pch_root or cache.root, name, cxx, flags, post, timeout_s, build_pch
+            )
             if took:
                 seconds["pch"] = round(seconds.get("pch", 0.0) + took, 3)
             if ready:
@@ -253,15 +297,24 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
             host = folder / "host.cpp"
             if host in srcs:  # an edge-level binding: only host.o gets these flags
                 host_flags = header(host_cflags, host)
-                text = re.sub(rf"^(build [^\n]*host\.o: compile {re.escape(str(host))})$",
-                              lambda m: f"{m.group(1)}\n  cflags = {host_flags}", text, count=1, flags=re.M)  # fmt: skip
+                text = re.sub(
+                    rf"^(build [^\n]*host\.o: compile {re.escape(str(host))})$",
+                    lambda m: f"{m.group(1)}\n  cflags = {host_flags}",
+                    text,
+                    count=1,
+                    flags=re.M,
+                )
             (folder / "build.ninja").write_text(text)
 
         log = folder / "ninja.log"
 
         def ninja() -> tuple[int, bool]:
-            (code,), timed_out = _run_group([(["ninja", "-v", "-j", "4", "-C", str(folder)], log)], folder,
-                                            dict(os.environ), timeout_s - (time.perf_counter() - start))  # fmt: skip
+            (code,), timed_out = _run_group(
+                [(["ninja", "-v", "-j", "4", "-C", str(folder)], log)],
+                folder,
+                dict(os.environ),
+                timeout_s - (time.perf_counter() - start),
+            )
             return code, timed_out
 
         as_written = not transforms  # nothing on the fast path differs from the files as written
@@ -279,12 +332,20 @@ def build_extension(build: InlineBuild, cache: BuildCache, *, timeout_s: float =
             why = f"timed out after {timeout_s:.0f} s" if timed_out else f"ninja exited with {code}"
             return BuildResult(key, False, seconds=seconds, transforms=tuple(transforms), log=f"{why}\n{output}")
         final = cache.put(key, library, {"name": build.name, "seconds": seconds, "transforms": transforms})
-    return BuildResult(key, True, str(final), seconds=seconds, transforms=tuple(transforms),
-                       log=output if "warning" in output else "")  # fmt: skip
+    return BuildResult(
+        key, True, str(final), seconds=seconds, transforms=tuple(transforms), log=output if "warning" in output else ""
+    )
 
 
-def prebuild(source: str, cache: BuildCache, *, timeout_s: float = 600.0, user: str = "nobody",
-             isolate_network: bool = True, **kwargs) -> list[BuildResult]:  # fmt: skip
+def prebuild(
+    source: str,
+    cache: BuildCache,
+    *,
+    timeout_s: float = 600.0,
+    user: str = "nobody",
+    isolate_network: bool = True,
+    **kwargs,
+) -> list[BuildResult]:
     """Capture a candidate's `load_inline` calls (sandboxed child) and build each into `cache`.
 
     Returns [] when the candidate cannot be imported far enough (its verification says why).
@@ -308,8 +369,9 @@ def prebuild(source: str, cache: BuildCache, *, timeout_s: float = 600.0, user: 
 
 def load_library(name: str, library: str | Path):
     """Import a built extension module from its file, as torch's loader does."""
-    spec = importlib.util.spec_from_file_location(name, str(library),
-                                                  loader=importlib.machinery.ExtensionFileLoader(name, str(library)))  # fmt: skip
+    spec = importlib.util.spec_from_file_location(
+        name, str(library), loader=importlib.machinery.ExtensionFileLoader(name, str(library))
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -339,7 +401,11 @@ def install_cache_hook(cache_dir: str | Path, private_dir: str | Path) -> None:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = dict(bound.arguments)
-        if arguments.get("sycl_sources") or arguments.get("build_directory") or arguments.get("is_python_module") is False:
+        if (
+            arguments.get("sycl_sources")
+            or arguments.get("build_directory")
+            or arguments.get("is_python_module") is False
+        ):
             return original(*args, **kwargs)  # what the recipe does not cover: torch builds it
         try:
             build = from_dict(InlineBuild, _recorded(arguments))

@@ -162,8 +162,12 @@ def _child_main(argv: list[str]) -> int:
         pass
     except BaseException as exc:  # the candidate's own error; after a recorded build it no longer matters
         if not builds:
-            payload = {"ok": False, "exc_type": type(exc).__name__, "message": str(exc)[:500],
-                       "traceback": _candidate_traceback(exc)}
+            payload = {
+                "ok": False,
+                "exc_type": type(exc).__name__,
+                "message": str(exc)[:500],
+                "traceback": _candidate_traceback(exc),
+            }
     Path(result_path).write_text(json.dumps(payload))
     return 0
 
@@ -180,8 +184,10 @@ def _patch_load_inline(builds: list[dict]) -> None:
         return _Unbuilt(str(bound.arguments["name"]))
 
     def refuse(*args, **kwargs):
-        raise RuntimeError("kernelzero captures load_inline builds only; torch.utils.cpp_extension.load "
-                           "(sources from files) is not supported")
+        raise RuntimeError(
+            "kernelzero captures load_inline builds only; torch.utils.cpp_extension.load "
+            "(sources from files) is not supported"
+        )
 
     cpp_extension.load_inline = record
     cpp_extension.load = refuse
@@ -243,8 +249,13 @@ def _scrubbed_env(home: Path, *tools: str | Path | None) -> dict[str, str]:
     }
 
 
-def _run_group(jobs: list[tuple[list[str], Path]], cwd: Path, env: dict[str, str], timeout_s: float,
-               popen_kwargs: dict | None = None):  # fmt: skip
+def _run_group(
+    jobs: list[tuple[list[str], Path]],
+    cwd: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    popen_kwargs: dict | None = None,
+):
     """Run the commands at once, each in its own session with output to its log; kill all at the deadline.
 
     Returns (exit codes, timed_out). Every process group is killed at the end, so nothing outlives the call.
@@ -255,8 +266,18 @@ def _run_group(jobs: list[tuple[list[str], Path]], cwd: Path, env: dict[str, str
     try:
         for argv, log in jobs:
             with open(log, "wb") as out:
-                procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                              stderr=subprocess.STDOUT, start_new_session=True, **(popen_kwargs or {})))
+                procs.append(
+                    subprocess.Popen(
+                        argv,
+                        cwd=cwd,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        **(popen_kwargs or {}),
+                    )
+                )
         for proc in procs:
             proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
     except subprocess.TimeoutExpired:

@@ -72,8 +72,12 @@ def _accept(token: str, value: str | None, nvcc: bool) -> list[str] | None:
         return [token]
     if _ARCH_FLAG.fullmatch(token):
         return [token] if "=" in token or value is None else [token, value]
-    for name, subflags in (("-Xptxas", _PTXAS_FLAG), ("--ptxas-options", _PTXAS_FLAG),
-                           ("-Xcompiler", _HOST_FLAG), ("--compiler-options", _HOST_FLAG)):
+    for name, subflags in (
+        ("-Xptxas", _PTXAS_FLAG),
+        ("--ptxas-options", _PTXAS_FLAG),
+        ("-Xcompiler", _HOST_FLAG),
+        ("--compiler-options", _HOST_FLAG),
+    ):
         if token == name and value is not None and _all_match(value, subflags):
             return [token, value]
         if token.startswith(name + "=") and _all_match(token[len(name) + 1 :], subflags):

@@ -62,12 +62,17 @@ def _driver() -> ctypes.CDLL:
     open_name = "cuIpcOpenMemHandle_v2" if hasattr(lib, "cuIpcOpenMemHandle_v2") else "cuIpcOpenMemHandle"
     lib.kz_open = getattr(lib, open_name)
     sigs = {
-        "cuMemAlloc_v2": [ptr(u64), size], "cuMemFree_v2": [u64], "cuIpcGetMemHandle": [ptr(_Handle), u64],
-        "kz_open": [ptr(u64), _Handle, ctypes.c_uint], "cuIpcCloseMemHandle": [u64],
-        "cuMemGetAddressRange_v2": [ptr(u64), ptr(size), u64], "cuMemcpyDtoD_v2": [u64, u64, size],
-        "cuCtxSynchronize": [], "cuCtxGetCurrent": [ptr(ctypes.c_void_p)],
+        "cuMemAlloc_v2": [ptr(u64), size],
+        "cuMemFree_v2": [u64],
+        "cuIpcGetMemHandle": [ptr(_Handle), u64],
+        "kz_open": [ptr(u64), _Handle, ctypes.c_uint],
+        "cuIpcCloseMemHandle": [u64],
+        "cuMemGetAddressRange_v2": [ptr(u64), ptr(size), u64],
+        "cuMemcpyDtoD_v2": [u64, u64, size],
+        "cuCtxSynchronize": [],
+        "cuCtxGetCurrent": [ptr(ctypes.c_void_p)],
         "cuGetErrorName": [ctypes.c_int, ptr(ctypes.c_char_p)],
-    }  # fmt: skip
+    }
     for name, args in sigs.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, ctypes.c_int
@@ -111,7 +116,7 @@ def _pack(alloc: "_Allocation", tensors: list[torch.Tensor]) -> list[tuple[int, 
     """Copy `tensors` one after the other (aligned) into `alloc`; (offset, the copy) for each."""
     out, offset = [], 0
     for t in tensors:
-        region = alloc.bytes[offset: offset + t.nbytes].view(t.dtype).view(t.shape)
+        region = alloc.bytes[offset : offset + t.nbytes].view(t.dtype).view(t.shape)
         region.copy_(t.detach())
         out.append((offset, region))
         offset += _aligned(t.nbytes)
@@ -178,8 +183,10 @@ class Arena:
         alloc = fits[0] if fits else _Allocation(_need(tensors))
         if not fits:
             self.allocations.append(alloc)
-        return [(IpcTensor(alloc.handle, offset, str(t.dtype).removeprefix("torch."), tuple(t.shape)), view)
-                for t, (offset, view) in zip(tensors, _pack(alloc, tensors))]  # fmt: skip
+        return [
+            (IpcTensor(alloc.handle, offset, str(t.dtype).removeprefix("torch."), tuple(t.shape)), view)
+            for t, (offset, view) in zip(tensors, _pack(alloc, tensors))
+        ]
 
     def free(self) -> None:
         """Only once the worker that mapped these allocations has exited."""
@@ -214,7 +221,11 @@ def open_lent(t: IpcTensor) -> torch.Tensor:
         _opened[t.handle] = ptr.value
     dtype = getattr(torch, t.dtype)
     numel = math.prod(t.shape)
-    raw = view_bytes(_opened[t.handle] + t.offset, numel * dtype.itemsize) if numel else torch.empty(0, dtype=torch.uint8, device="cuda")
+    raw = (
+        view_bytes(_opened[t.handle] + t.offset, numel * dtype.itemsize)
+        if numel
+        else torch.empty(0, dtype=torch.uint8, device="cuda")
+    )
     return raw.view(dtype).view(t.shape)
 
 
@@ -228,17 +239,30 @@ def fetch(refs: list[IpcRef]) -> list[torch.Tensor]:
         for ref in refs:
             if ref.handle not in mapped:
                 ptr, base, size = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_size_t()
-                _check(lib.kz_open(ctypes.byref(ptr), _Handle.of(ref.handle), 1), "opening the candidate's memory handle")
+                _check(
+                    lib.kz_open(ctypes.byref(ptr), _Handle.of(ref.handle), 1), "opening the candidate's memory handle"
+                )
                 mapped[ref.handle] = (ptr.value, 0)
-                _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value), "cuMemGetAddressRange")
+                _check(
+                    lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value),
+                    "cuMemGetAddressRange",
+                )
                 mapped[ref.handle] = (ptr.value, size.value - (ptr.value - base.value))
             ptr, size = mapped[ref.handle]
             if ref.offset < 0 or ref.offset + ref.nbytes > size:
-                raise IpcError(f"tensor at offset {ref.offset} of {ref.nbytes} bytes lies outside the {size}-byte allocation")
+                raise IpcError(
+                    f"tensor at offset {ref.offset} of {ref.nbytes} bytes lies outside the {size}-byte allocation"
+                )
             own = torch.empty(ref.nbytes, dtype=torch.uint8, device="cuda")
             if ref.nbytes:
-                _check(lib.cuMemcpyDtoD_v2(own.data_ptr(), ptr + ref.offset, ref.nbytes), "copying the candidate's output")
-            out.append(own.view(ref.dtype).view(ref.shape) if ref.nbytes else torch.empty(ref.shape, dtype=ref.dtype, device="cuda"))
+                _check(
+                    lib.cuMemcpyDtoD_v2(own.data_ptr(), ptr + ref.offset, ref.nbytes), "copying the candidate's output"
+                )
+            out.append(
+                own.view(ref.dtype).view(ref.shape)
+                if ref.nbytes
+                else torch.empty(ref.shape, dtype=ref.dtype, device="cuda")
+            )
         _check(lib.cuCtxSynchronize(), "cuCtxSynchronize")
     finally:
         for ptr, _ in mapped.values():

@@ -52,9 +52,21 @@ from kernelzero.verify.cuda_capture import (  # re-exported: callers import the 
 from kernelzero.verify.cuda_flags import filter_flags
 
 __all__ = [
-    "CAPTURE_ERROR_KINDS", "COMPILE_STAGES", "LOG_LIMIT", "TRACEBACK_LIMIT", "CaptureError", "CompileResult",
-    "InlineBuild", "KernelUsage", "capture_load_inline", "compile_check", "filter_flags", "find_nvcc",
-    "first_errors", "inline_files", "parse_ptxas",
+    "CAPTURE_ERROR_KINDS",
+    "COMPILE_STAGES",
+    "LOG_LIMIT",
+    "TRACEBACK_LIMIT",
+    "CaptureError",
+    "CompileResult",
+    "InlineBuild",
+    "KernelUsage",
+    "capture_load_inline",
+    "compile_check",
+    "filter_flags",
+    "find_nvcc",
+    "first_errors",
+    "inline_files",
+    "parse_ptxas",
 ]
 
 LOG_LIMIT = 4000  # characters of compiler output kept in CompileResult.log_tail
@@ -175,8 +187,9 @@ def compile_check(
     return CompileResult(ok, stage, text[:LOG_LIMIT], seconds, arch, kernels, tuple(ignored))
 
 
-def _cannot_check(has_cuda: bool, nvcc: Path | None, host: str | None, check_cpp: bool,
-                  cuda_home: str | Path | None) -> tuple[str, str] | None:
+def _cannot_check(
+    has_cuda: bool, nvcc: Path | None, host: str | None, check_cpp: bool, cuda_home: str | Path | None
+) -> tuple[str, str] | None:
     """(stage, message) when this machine cannot check the build, else None."""
     if has_cuda and nvcc is None:
         where = f"under {cuda_home}" if cuda_home else "(looked in CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)"
@@ -188,8 +201,14 @@ def _cannot_check(has_cuda: bool, nvcc: Path | None, host: str | None, check_cpp
     return None
 
 
-def _judge(logs: dict[str, str], failed: list[tuple[str, int]], timed_out: bool, timeout_s: float,
-           workdir: Path, cuda_include: Path | None) -> tuple[bool | None, str, str]:
+def _judge(
+    logs: dict[str, str],
+    failed: list[tuple[str, int]],
+    timed_out: bool,
+    timeout_s: float,
+    workdir: Path,
+    cuda_include: Path | None,
+) -> tuple[bool | None, str, str]:
     """(ok, stage, log text) from the steps' logs and exit codes."""
     text = _report(logs, failed, workdir)
     # A step killed at the deadline may already have printed its errors: those are the useful feedback.
@@ -355,8 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for build in builds:
         with tempfile.TemporaryDirectory(prefix="kz-compile-") as tmp:
-            result = compile_check(build, arch=args.arch, workdir=Path(tmp), timeout_s=args.timeout,
-                                   check_cpp=not args.no_cpp)
+            result = compile_check(
+                build, arch=args.arch, workdir=Path(tmp), timeout_s=args.timeout, check_cpp=not args.no_cpp
+            )
         print(json.dumps({"build": build.name, **to_dict(result)}))
     return 0
 

@@ -138,7 +138,7 @@ def _is_type_block(item: str) -> bool:
 
 def _params(signature: str) -> tuple[str, list[str]]:
     """(parameter list text, parameter names) of a function head `... name(params)`."""
-    inner = signature[signature.index("(") + 1: signature.rindex(")")]
+    inner = signature[signature.index("(") + 1 : signature.rindex(")")]
     parts = [p.strip() for p in _split_top(inner) if p.strip() and p.strip() != "void"]
     names = []
     for p in parts:
@@ -191,11 +191,11 @@ def _rewrite_launches(item: str, kernels: set[str]) -> str:
         close = item.find(">>>", m.end())
         if close < 0:
             raise Refused("unterminated launch configuration")
-        config = [c.strip() for c in _split_top(item[m.end(): close])]
+        config = [c.strip() for c in _split_top(item[m.end() : close])]
         if not 2 <= len(config) <= 4 or any(not c or "<" in c or ">" in c for c in config):
-            raise Refused(f"launch configuration {item[m.end(): close]!r}")
+            raise Refused(f"launch configuration {item[m.end() : close]!r}")
         config += ["0"] * (4 - len(config))
-        rest = item[close + 3:]
+        rest = item[close + 3 :]
         lead = len(rest) - len(rest.lstrip())
         if not rest.lstrip().startswith("("):
             raise Refused("launch without an argument list")
@@ -209,12 +209,14 @@ def _rewrite_launches(item: str, kernels: set[str]) -> str:
                 continue
             depth += {"(": 1, ")": -1}.get(item[j], 0)
             j += 1
-        args = item[args_start: j - 1]
+        args = item[args_start : j - 1]
         if "{" in args or "<<<" in args:
             raise Refused("launch arguments with braces or nested launches")
-        call_args = ", ".join([f"dim3({config[0]})", f"dim3({config[1]})", f"(size_t)({config[2]})",
-                               f"(cudaStream_t)({config[3]})"] + ([args.strip()] if args.strip() else []))  # fmt: skip
-        out.append(item[pos: m.start()] + f"{LAUNCHER}{name}({call_args})")
+        call_args = ", ".join(
+            [f"dim3({config[0]})", f"dim3({config[1]})", f"(size_t)({config[2]})", f"(cudaStream_t)({config[3]})"]
+            + ([args.strip()] if args.strip() else [])
+        )
+        out.append(item[pos : m.start()] + f"{LAUNCHER}{name}({call_args})")
         pos = j
     out.append(item[pos:])
     return "".join(out)
@@ -224,7 +226,9 @@ def _kind(item: str) -> str:
     """One of: pre, kernel, device_fn, type, const, using, host_fn, host_decl; raises Refused otherwise."""
     code = _code(item)
     words = set(re.findall(r"[A-Za-z_]\w*", code))
-    if not item.startswith("#") and re.search(r"^\s*#\s*(include|define|undef|if|ifdef|ifndef|elif|else|endif)\b", item, re.M):
+    if not item.startswith("#") and re.search(
+        r"^\s*#\s*(include|define|undef|if|ifdef|ifndef|elif|else|endif)\b", item, re.M
+    ):
         raise Refused("a preprocessor directive inside a declaration or function")
     if item.startswith("#"):
         if re.match(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b", item):
@@ -252,7 +256,9 @@ def _kind(item: str) -> str:
         if "__host__" in words or "(" not in head:
             raise Refused("__host__ __device__ function or a device variable")
         return "device_fn"
-    if "(" in head and (code.rstrip().endswith("}") or code.rstrip().endswith(";") and "=" not in head.split("(", 1)[0]):
+    if "(" in head and (
+        code.rstrip().endswith("}") or code.rstrip().endswith(";") and "=" not in head.split("(", 1)[0]
+    ):
         return "host_fn" if code.rstrip().endswith("}") else "host_decl"
     if re.match(r"\s*(static\s+)?(constexpr|const)\b", code) or re.search(r"\bconstexpr\b", head):
         return "const"
@@ -270,7 +276,11 @@ def split_cuda(text: str) -> Split:
     device, host = [PRELUDE_DEVICE], [PRELUDE_HOST]
     for item, kind in items:
         code = _code(item)
-        if kind in ("kernel", "device_fn") or (kind == "pre" and not TORCH_INCLUDE.match(item)) or kind in ("type", "const"):
+        if (
+            kind in ("kernel", "device_fn")
+            or (kind == "pre" and not TORCH_INCLUDE.match(item))
+            or kind in ("type", "const")
+        ):
             if kind != "pre" and TORCH_NAME.search(code):
                 raise Refused(f"device-side code names torch: {item[:60]!r}")
             device.append(item)
@@ -282,11 +292,14 @@ def split_cuda(text: str) -> Split:
             head = _clean_head(item.split("{", 1)[0] if item.rstrip().endswith("}") else item.rstrip(";"))
             name = _name(item)
             params, names = _params(head)
-            signature = f"void {LAUNCHER}{name}(dim3 kz_grid, dim3 kz_block, size_t kz_smem, cudaStream_t kz_stream" + \
-                (f", {params})" if params else ")")  # fmt: skip
+            signature = f"void {LAUNCHER}{name}(dim3 kz_grid, dim3 kz_block, size_t kz_smem, cudaStream_t kz_stream" + (
+                f", {params})" if params else ")"
+            )
             host.append(signature + ";")
             if item.rstrip().endswith("}"):
-                device.append(f"{signature} {{\n    {name}<<<kz_grid, kz_block, kz_smem, kz_stream>>>({', '.join(names)});\n}}")
+                device.append(
+                    f"{signature} {{\n    {name}<<<kz_grid, kz_block, kz_smem, kz_stream>>>({', '.join(names)});\n}}"
+                )
     uses = re.compile(r"\b(" + "|".join(map(re.escape, sorted(kernels))) + r")\b")
     for item, kind in items:
         if kind != "kernel" and kind != "pre" and uses.search(LAUNCH.sub("", _code(item))):
@@ -312,11 +325,13 @@ def _clean_head(head: str) -> str:
 # Flags whose effect on a split is known: they set device code generation or host -O (which host.cpp gets,
 # below), or warnings. Any other flag (-D, -U, -I, -Xcompiler, ...) could mean something to the host code that
 # moves to host.cpp, so its source is built as written.
-SAFE_CUDA_FLAG = re.compile(r"-O\d?|--use_fast_math|-use_fast_math|-lineinfo|--expt-relaxed-constexpr|"
-                            r"--expt-extended-lambda|-std=c\+\+\d+|-w|-Xptxas[= ].*|--ptxas-options[= ].*|"
-                            r"-maxrregcount[= ]?\d+|--maxrregcount[= ]?\d+|-res-usage|--resource-usage|"
-                            r"-(gencode|arch|code)[= ].*|--generate-code[= ].*|-ftz=(true|false)|-prec-(div|sqrt)=(true|false)|"
-                            r"-fmad=(true|false)")  # fmt: skip
+SAFE_CUDA_FLAG = re.compile(
+    r"-O\d?|--use_fast_math|-use_fast_math|-lineinfo|--expt-relaxed-constexpr|"
+    r"--expt-extended-lambda|-std=c\+\+\d+|-w|-Xptxas[= ].*|--ptxas-options[= ].*|"
+    r"-maxrregcount[= ]?\d+|--maxrregcount[= ]?\d+|-res-usage|--resource-usage|"
+    r"-(gencode|arch|code)[= ].*|--generate-code[= ].*|-ftz=(true|false)|-prec-(div|sqrt)=(true|false)|"
+    r"-fmad=(true|false)"
+)
 SAFE_CXX_FLAG = re.compile(r"-O\d?|-std=c\+\+\d+|-w|-W[\w=-]*|-g\d?")
 
 
@@ -334,8 +349,11 @@ def host_defines_and_opt(build: "InlineBuild", cflags: str) -> str:
 
 def split_sources(build: "InlineBuild", folder: Path) -> list[Path] | None:
     """Write the split units (cuda_split.py) beside main.cpp; None when the split is refused."""
-    if not all(SAFE_CUDA_FLAG.fullmatch(f) for f in build.extra_cuda_cflags) or \
-            not all(SAFE_CXX_FLAG.fullmatch(f) for f in build.extra_cflags) or build.extra_include_paths:  # fmt: skip
+    if (
+        not all(SAFE_CUDA_FLAG.fullmatch(f) for f in build.extra_cuda_cflags)
+        or not all(SAFE_CXX_FLAG.fullmatch(f) for f in build.extra_cflags)
+        or build.extra_include_paths
+    ):
         return None
     try:
         units = split_cuda("\n".join(build.cuda_sources))

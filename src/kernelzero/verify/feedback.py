@@ -6,7 +6,7 @@ from kernelzero.types import Verdict
 
 HINTS = {
     "format_error": "Answer with one ```python block that defines `class ModelNew(nn.Module)` "
-                    "with the same constructor arguments as `Model`.",
+    "with the same constructor arguments as `Model`.",
     "compile_error": "Fix the compile error below; check types, names and launch syntax.",
     "runtime_error": "ModelNew raised an exception; check argument types, shapes and devices.",
     "timeout": "The code ran too long; look for infinite loops or far too many launches.",
@@ -18,7 +18,7 @@ HINTS = {
     "mismatch": "Values are wrong: check indexing, masks, reduction axes and accumulation precision.",
     "input_mutated": "Do not write into the inputs; allocate a new output tensor.",
     "compiled": "The CUDA source compiles for the target GPU; it has not been run.",
-}  # fmt: skip
+}
 
 
 def feedback_for(verdict: Verdict, limit: int = 1200) -> str:

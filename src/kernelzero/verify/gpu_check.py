@@ -27,9 +27,20 @@ def triton_compile_check(judge: "Judge", cand_path: Path) -> "Verdict | None":
     env = prepare_workdir(cand_path.parent, plan)
     worker = WorkerProcess(cand_path.parent, env, plan, int(judge.opts.host_mem_gb * 2**30))
     try:
-        worker.send({"cmd": "load", "path": str(cand_path), "device": "cpu", "interpret": False,
-                     "init_inputs": judge.init_inputs, "seed": judge.seed, "state_dict": judge.state_dict,
-                     "dtype": judge.opts.precision, "eval_mode": judge.opts.eval_mode, "gpu_mem_fraction": 1.0})  # fmt: skip
+        worker.send(
+            {
+                "cmd": "load",
+                "path": str(cand_path),
+                "device": "cpu",
+                "interpret": False,
+                "init_inputs": judge.init_inputs,
+                "seed": judge.seed,
+                "state_dict": judge.state_dict,
+                "dtype": judge.opts.precision,
+                "eval_mode": judge.opts.eval_mode,
+                "gpu_mem_fraction": 1.0,
+            }
+        )
         reply, _ = worker.receive(judge.opts.build_timeout_s, "loading for the GPU compile check")
         if reply["ok"]:
             inputs = judge._inputs(judge.seed + 1)
@@ -40,13 +51,18 @@ def triton_compile_check(judge: "Judge", cand_path: Path) -> "Verdict | None":
         judge._timed("gpu_compile_check", start)
     target = f"sm_{judge.opts.target_arch}"
     if not reply["ok"]:
-        return judge.verdict(reply["status"], "build", f"{target} compile check: {reply['message']}",
-                             error_log=reply.get("log", ""))  # fmt: skip
+        return judge.verdict(
+            reply["status"], "build", f"{target} compile check: {reply['message']}", error_log=reply.get("log", "")
+        )
     bad = [r for r in reply["records"] if not r["ok"]]
     if bad:
         first = bad[0]
-        return judge.verdict("compile_error", "build", f"kernel {first['kernel']} does not compile for {target}",
-                             error_log=first["error"])  # fmt: skip
+        return judge.verdict(
+            "compile_error",
+            "build",
+            f"kernel {first['kernel']} does not compile for {target}",
+            error_log=first["error"],
+        )
     kernels = sorted({r["kernel"] for r in reply["records"]})
     judge.notes.append(f"compiled for {target}: {', '.join(kernels) or 'no kernel launched'}")
     return None

@@ -26,13 +26,15 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-ALLOWED_OPS = frozenset("""
+ALLOWED_OPS = frozenset(
+    """
 empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full full_like
 new_zeros new_ones new_full fill_ zero_ copy_ clone _to_copy to contiguous view _unsafe_view reshape view_as
 as_strided t transpose permute expand expand_as unsqueeze squeeze flatten unflatten select slice narrow split
 split_with_sizes chunk unbind detach alias lift_fresh lift_fresh_copy _local_scalar_dense movedim resize_
 _reshape_alias arange is_same_size set_ sym_size sym_stride sym_numel dim numel
-""".split())  # fmt: skip
+""".split()
+)
 
 
 class OpRecorder(TorchDispatchMode):
@@ -157,19 +159,28 @@ class Guards:
         from kernelzero.verify import channel, timing
 
         targets = {
-            "time.perf_counter": time.perf_counter, "time.monotonic": time.monotonic,
-            "torch.allclose": torch.allclose, "torch.equal": torch.equal, "torch.isclose": torch.isclose,
-            "torch.Tensor.cpu": torch.Tensor.cpu, "torch.Tensor.to": torch.Tensor.to,
-            "torch.Tensor.contiguous": torch.Tensor.contiguous, "torch.Tensor.numpy": torch.Tensor.numpy,
-            "torch.Tensor.reshape": torch.Tensor.reshape, "torch.Tensor.view": torch.Tensor.view,
-            "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
+            "time.perf_counter": time.perf_counter,
+            "time.monotonic": time.monotonic,
+            "torch.allclose": torch.allclose,
+            "torch.equal": torch.equal,
+            "torch.isclose": torch.isclose,
+            "torch.Tensor.cpu": torch.Tensor.cpu,
+            "torch.Tensor.to": torch.Tensor.to,
+            "torch.Tensor.contiguous": torch.Tensor.contiguous,
+            "torch.Tensor.numpy": torch.Tensor.numpy,
+            "torch.Tensor.reshape": torch.Tensor.reshape,
+            "torch.Tensor.view": torch.Tensor.view,
+            "torch.cuda.synchronize": torch.cuda.synchronize,
+            "torch.cuda.Event": torch.cuda.Event,
             "torch.cuda.Event.record": torch.cuda.Event.record,
             "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-            "channel.send_msg": channel.send_msg, "channel._write_frame": channel._write_frame,
-            "timing.time_calls": timing.time_calls, "torch.no_grad": torch.no_grad,
+            "channel.send_msg": channel.send_msg,
+            "channel._write_frame": channel._write_frame,
+            "timing.time_calls": timing.time_calls,
+            "torch.no_grad": torch.no_grad,
             "sys.modules[torch]": sys.modules.get("torch"),
             "sys.modules[channel]": sys.modules.get("kernelzero.verify.channel"),
-        }  # fmt: skip
+        }
         return targets
 
     def tampered(self) -> str:

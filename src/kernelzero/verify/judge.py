@@ -70,12 +70,22 @@ class Judge:
     # -- verdict helpers -------------------------------------------------------------------------
     def verdict(self, status: str, stage: str, message: str = "", **extra) -> Verdict:
         base = dict(
-            status=status, task=self.task.name, task_hash=task_hash(self.task),
-            candidate_hash=candidate_hash(self.source), backend=self.backend, profile=self.opts.profile,
-            device=self.device_name, stage=stage, message=message, atol=self.atol, rtol=self.rtol,
-            precision=self.opts.precision, notes=tuple(self.notes), stage_seconds=dict(self.stage_s),
+            status=status,
+            task=self.task.name,
+            task_hash=task_hash(self.task),
+            candidate_hash=candidate_hash(self.source),
+            backend=self.backend,
+            profile=self.opts.profile,
+            device=self.device_name,
+            stage=stage,
+            message=message,
+            atol=self.atol,
+            rtol=self.rtol,
+            precision=self.opts.precision,
+            notes=tuple(self.notes),
+            stage_seconds=dict(self.stage_s),
             versions=versions(),
-        )  # fmt: skip
+        )
         base.update(self.fields)
         base.update(extra)
         base.pop("stage_hint", None)
@@ -136,15 +146,23 @@ class Judge:
         `deferred`: when given, the launcher's worker is not closed here but appended, for the launcher to
         close once the verdict is written (its folder is the launcher's; it holds no GPU lease by then).
         """
-        with tempfile.TemporaryDirectory(prefix="kz-judge-") as private, \
-             tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:  # fmt: skip
+        with (
+            tempfile.TemporaryDirectory(prefix="kz-judge-") as private,
+            tempfile.TemporaryDirectory(prefix="kz-cand-") as shared,
+        ):
             Path(private).chmod(0o700)
             interpret = self.device == "cpu" and self.backend == "triton"
             if started is None or started.interpret != interpret:
                 if started is not None:  # the launcher guessed the device wrong
                     started.worker.close()
-                started = start_worker(self.source, Path(shared), interpret=interpret, user=self.opts.sandbox_user,
-                                       isolate_network=self.opts.isolate_network, host_mem_gb=self.opts.host_mem_gb)  # fmt: skip
+                started = start_worker(
+                    self.source,
+                    Path(shared),
+                    interpret=interpret,
+                    user=self.opts.sandbox_user,
+                    isolate_network=self.opts.isolate_network,
+                    host_mem_gb=self.opts.host_mem_gb,
+                )
                 deferred = None  # this worker lives in this call's folder: closed here
             self.deferred = deferred
             return self._run(Path(private), started)
@@ -162,8 +180,15 @@ class Judge:
             # The candidate's import (its builds) runs before this sample takes the GPU.
             self.fields["stage_hint"] = "build"
             started_import = time.perf_counter()
-            worker.send({"cmd": "import", "path": str(started.cand_path), "device": self.device,
-                         "interpret": started.interpret, "gpu_mem_fraction": self.opts.gpu_mem_fraction})  # fmt: skip
+            worker.send(
+                {
+                    "cmd": "import",
+                    "path": str(started.cand_path),
+                    "device": self.device,
+                    "interpret": started.interpret,
+                    "gpu_mem_fraction": self.opts.gpu_mem_fraction,
+                }
+            )
             reply, _ = worker.receive(self.opts.build_timeout_s, "importing the candidate (building its kernels)")
             self._timed("import", started_import)
             if not reply["ok"]:
@@ -181,7 +206,9 @@ class Judge:
                     self.stage_s["gpu_wait"] = round(waited, 4)
                     self.stage_s["gpu_lease_at"] = round(time.time(), 3)  # wall clock, to check leases never overlap
                     if probe_log:
-                        self.notes.append(f"the GPU passed a health probe after an earlier crash ({probe_log[-1][1]:.1f} s)")
+                        self.notes.append(
+                            f"the GPU passed a health probe after an earlier crash ({probe_log[-1][1]:.1f} s)"
+                        )
                     try:
                         verdict = self._with_lease(private, worker, started)
                     except WorkerDied:
@@ -194,10 +221,18 @@ class Judge:
                         mark_suspect()
                     return replace(verdict, stage_seconds={**verdict.stage_seconds, **self.stage_s})
             except GpuUnhealthy as exc:
-                return self.verdict("crash", "gpu_health", f"the GPU failed its health probe after an earlier crash: {exc}")
+                return self.verdict(
+                    "crash", "gpu_health", f"the GPU failed its health probe after an earlier crash: {exc}"
+                )
         except WorkerDied as exc:
-            return self.verdict(exc.status, self.fields.get("stage_hint", "load"), str(exc), exit_signal=exc.exit_signal,
-                                exit_code=exc.exit_code, error_log=worker.log_tail())  # fmt: skip
+            return self.verdict(
+                exc.status,
+                self.fields.get("stage_hint", "load"),
+                str(exc),
+                exit_signal=exc.exit_signal,
+                exit_code=exc.exit_code,
+                error_log=worker.log_tail(),
+            )
         finally:
             if self.deferred is None:
                 worker.close()
@@ -216,10 +251,20 @@ class Judge:
     def _with_worker(self, worker: WorkerProcess, cand_path: Path, interpret: bool) -> Verdict:
         start = time.perf_counter()
         self.fields["stage_hint"] = "init"
-        worker.send({"cmd": "load", "path": str(cand_path), "device": self.device, "interpret": interpret,
-                     "init_inputs": self.init_inputs, "seed": self.seed, "state_dict": self.state_dict,
-                     "dtype": self.opts.precision, "eval_mode": self.opts.eval_mode,
-                     "gpu_mem_fraction": self.opts.gpu_mem_fraction})  # fmt: skip
+        worker.send(
+            {
+                "cmd": "load",
+                "path": str(cand_path),
+                "device": self.device,
+                "interpret": interpret,
+                "init_inputs": self.init_inputs,
+                "seed": self.seed,
+                "state_dict": self.state_dict,
+                "dtype": self.opts.precision,
+                "eval_mode": self.opts.eval_mode,
+                "gpu_mem_fraction": self.opts.gpu_mem_fraction,
+            }
+        )
         reply, _ = worker.receive(self.opts.build_timeout_s, "constructing ModelNew")
         self._timed("load", start)
         if not reply["ok"]:
@@ -227,8 +272,12 @@ class Judge:
         self.fields["params"] = reply["params"]
         failure = self._correctness(worker)
         if failure is not None:
-            if interpret and self.opts.compile_check and failure.status == "runtime_error" \
-                    and "out-of-bounds" not in failure.message:  # fmt: skip
+            if (
+                interpret
+                and self.opts.compile_check
+                and failure.status == "runtime_error"
+                and "out-of-bounds" not in failure.message
+            ):
                 # The interpreter trips over what a GPU compiler rejects (a misspelt tl. name): say so.
                 from kernelzero.verify.gpu_check import triton_compile_check
 
@@ -262,7 +311,9 @@ class Judge:
             expected = self._expected(inputs)
             if self.device == "cuda":
                 torch.cuda.synchronize()
-            self.stage_s["ref_forward_ms"] = max(self.stage_s.get("ref_forward_ms", 0), (time.perf_counter() - t0) * 1e3)
+            self.stage_s["ref_forward_ms"] = max(
+                self.stage_s.get("ref_forward_ms", 0), (time.perf_counter() - t0) * 1e3
+            )
             start = time.perf_counter()
             worker.send({"cmd": "run", "inputs": inputs})
             reply, tensors = worker.receive(self._run_timeout(), f"correctness trial {trial}")
@@ -276,7 +327,7 @@ class Judge:
             rejected = self._anticheat(reply, trial, passed)
             if rejected is not None:
                 return rejected
-            outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"]:]
+            outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"] :]
             if worker.ipc:  # the worker ran on the judge's lent copies: read them where they are
                 after = worker.sink.lent
             if trial < 2:
@@ -287,12 +338,19 @@ class Judge:
                 if changed:
                     return self.verdict("input_mutated", "correctness", changed, trials=trial + 1, trials_passed=passed)
                 if reply.get("output_problem"):
-                    return self.verdict("bad_output", "correctness", reply["output_problem"], trials=trial + 1,
-                                        trials_passed=passed)  # fmt: skip
+                    return self.verdict(
+                        "bad_output", "correctness", reply["output_problem"], trials=trial + 1, trials_passed=passed
+                    )
                 passed += 1
                 continue
-            return self.verdict(failure.status, "correctness", f"trial {trial}: {failure.message}",
-                                mismatch=failure.mismatch, trials=trial + 1, trials_passed=passed)  # fmt: skip
+            return self.verdict(
+                failure.status,
+                "correctness",
+                f"trial {trial}: {failure.message}",
+                mismatch=failure.mismatch,
+                trials=trial + 1,
+                trials_passed=passed,
+            )
         self.fields.update(trials=self.opts.trials, trials_passed=passed)
         if len(draws) == 2:
             reasons = degenerate_reasons(draws[0][0], draws[1][0], draws[0][1], max(self.atol, 1e-6))
@@ -303,14 +361,24 @@ class Judge:
 
     def _anticheat(self, reply: dict, trial: int, passed: int) -> Verdict | None:
         """The status of a call that ran but broke the rules (see guards.py); None when clean."""
-        where = dict(trials=trial + 1, trials_passed=passed, own_kernels=reply.get("launches", {}),
-                     torch_ops=tuple(reply.get("torch_ops", ())))  # fmt: skip
+        where = dict(
+            trials=trial + 1,
+            trials_passed=passed,
+            own_kernels=reply.get("launches", {}),
+            torch_ops=tuple(reply.get("torch_ops", ())),
+        )
         self.fields["own_kernels"] = where["own_kernels"]
         if reply.get("tampered"):
-            return self.verdict("tampered", "correctness", f"the harness was tampered with ({reply['tampered']})", **where)
+            return self.verdict(
+                "tampered", "correctness", f"the harness was tampered with ({reply['tampered']})", **where
+            )
         if not reply.get("launches"):
-            return self.verdict("no_kernel", "correctness",
-                                f"trial {trial}: the forward launched none of the candidate's own kernels", **where)  # fmt: skip
+            return self.verdict(
+                "no_kernel",
+                "correctness",
+                f"trial {trial}: the forward launched none of the candidate's own kernels",
+                **where,
+            )
         ops = tuple(reply.get("torch_ops", ()))
         if ops:
             self.fields["torch_ops"] = tuple(sorted(set(self.fields.get("torch_ops", ())) | set(ops)))

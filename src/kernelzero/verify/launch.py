@@ -29,8 +29,12 @@ from kernelzero.verify.sandbox import WorkerDied, die_with_parent, gpu_visible, 
 
 def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
     """What a started worker's sandbox depends on (a standby's SPEC)."""
-    return {"user": opts.sandbox_user, "isolate_network": opts.isolate_network, "host_mem_gb": opts.host_mem_gb,
-            "on_gpu": on_gpu}  # fmt: skip
+    return {
+        "user": opts.sandbox_user,
+        "isolate_network": opts.isolate_network,
+        "host_mem_gb": opts.host_mem_gb,
+        "on_gpu": on_gpu,
+    }
 
 
 def on_gpu(opts: VerifyOptions) -> bool:
@@ -60,9 +64,14 @@ def main(argv: list[str]) -> int:
     opts = from_dict(VerifyOptions, request["options"])
     gpu = on_gpu(opts)
     with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:
-        started = start_worker(request["source"], Path(shared), interpret=not gpu and request["backend"] == "triton",
-                               user=opts.sandbox_user, isolate_network=opts.isolate_network,
-                               host_mem_gb=opts.host_mem_gb)  # fmt: skip
+        started = start_worker(
+            request["source"],
+            Path(shared),
+            interpret=not gpu and request["backend"] == "triton",
+            user=opts.sandbox_user,
+            isolate_network=opts.isolate_network,
+            host_mem_gb=opts.host_mem_gb,
+        )
         from kernelzero.verify.judge import judge_request  # torch loads here, while the worker starts
 
         deferred: list = []
@@ -74,8 +83,14 @@ def main(argv: list[str]) -> int:
 
 def standby(spec: dict) -> int:
     with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:
-        started = start_worker("", Path(shared), interpret=not spec["on_gpu"], user=spec["user"],
-                               isolate_network=spec["isolate_network"], host_mem_gb=spec["host_mem_gb"])  # fmt: skip
+        started = start_worker(
+            "",
+            Path(shared),
+            interpret=not spec["on_gpu"],
+            user=spec["user"],
+            isolate_network=spec["isolate_network"],
+            host_mem_gb=spec["host_mem_gb"],
+        )
         worker = started.worker
         from kernelzero.verify.judge import judge_request  # torch loads here, while the worker starts
 
@@ -87,7 +102,9 @@ def standby(spec: dict) -> int:
         try:
             worker.send({"cmd": "warm", "gpu": gpu})
             reply, _ = worker.receive(300.0, "the standby worker's warm-up")
-            started.plan = replace(started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"])
+            started.plan = replace(
+                started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"]
+            )
             if gpu:
                 started.ipc_why = worker.check_ipc()
         except WorkerDied:

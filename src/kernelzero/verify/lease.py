@@ -110,8 +110,12 @@ def gpu_lease(uuid: str | None = None, shared: bool = False) -> Iterator[float]:
         finally:
             held["depth"] -= 1
         return
-    held = {"fd": _open(lock_path(uuid)), "turn": _open(turn_path(uuid)), "mode": "shared" if shared else "exclusive",
-            "depth": 1}  # fmt: skip
+    held = {
+        "fd": _open(lock_path(uuid)),
+        "turn": _open(turn_path(uuid)),
+        "mode": "shared" if shared else "exclusive",
+        "depth": 1,
+    }
     try:
         start = time.perf_counter()
         try:

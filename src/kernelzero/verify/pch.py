@@ -73,7 +73,9 @@ def first_include_only(text: str, header: str) -> str:
 
     def drop(m: re.Match) -> str:
         seen.append(m)
-        return m.group(0) if len(seen) == 1 else f"// repeated include of {HEADERS[header]} dropped by kernelzero (pch.py)"
+        return (
+            m.group(0) if len(seen) == 1 else f"// repeated include of {HEADERS[header]} dropped by kernelzero (pch.py)"
+        )
 
     return include_pattern(HEADERS[header]).sub(drop, text)
 
@@ -87,8 +89,9 @@ def _real_header(path: str) -> Path:
     raise FileNotFoundError(f"{path} is not under torch's include paths")
 
 
-def precompiled(root: Path, header: str, cxx: str, cflags: str, post_cflags: str, timeout_s: float,
-                may_build: bool = True) -> tuple[Path | None, bool, float]:  # fmt: skip
+def precompiled(
+    root: Path, header: str, cxx: str, cflags: str, post_cflags: str, timeout_s: float, may_build: bool = True
+) -> tuple[Path | None, bool, float]:
     """(include folder, whether its `.gch` is there, seconds spent building it now).
 
     The folder is None when the header is torch's and no `.gch` is there (nothing to add to the include

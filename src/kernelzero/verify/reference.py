@@ -100,8 +100,9 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     order = [k % len(sets) for k in range(judge.opts.timed_calls)]
     rng.shuffle(order)
     host_check = judge.opts.profile != "kernelbench" or judge.opts.confirming
-    worker.send({"cmd": "time", "input_sets": sets, "order": order, "warmup": judge.opts.warmup_calls,
-                 "host_check": host_check})  # fmt: skip
+    worker.send(
+        {"cmd": "time", "input_sets": sets, "order": order, "warmup": judge.opts.warmup_calls, "host_check": host_check}
+    )
     reply, tensors = worker.receive(judge._run_timeout() * 4, "timing")
     judge._timed("timing", start)
     if not reply["ok"]:
@@ -109,28 +110,47 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     if reply.get("tampered"):
         return judge.verdict("tampered", "timing", f"the harness was tampered with ({reply['tampered']})")
     if reply.get("calls_without_kernel"):
-        return judge.verdict("no_kernel", "timing", f"{reply['calls_without_kernel']} timed call(s) launched none of "
-                                                    "the candidate's kernels (a cached or replayed result)")  # fmt: skip
+        return judge.verdict(
+            "no_kernel",
+            "timing",
+            f"{reply['calls_without_kernel']} timed call(s) launched none of "
+            "the candidate's kernels (a cached or replayed result)",
+        )
     n = reply["n_out"]
     for k in range(len(sets)):
-        failure = compare(expected[k], judge._on_device(tensors[k * n:(k + 1) * n]), judge.atol, judge.rtol, -1)
+        failure = compare(expected[k], judge._on_device(tensors[k * n : (k + 1) * n]), judge.atol, judge.rtol, -1)
         if failure is not None:
-            return judge.verdict(failure.status, "timing", f"an output of a timed call was wrong: {failure.message}",
-                                 mismatch=failure.mismatch)  # fmt: skip
+            return judge.verdict(
+                failure.status,
+                "timing",
+                f"an output of a timed call was wrong: {failure.message}",
+                mismatch=failure.mismatch,
+            )
     timing = summarise(reply["times_ms"])
     start = time.perf_counter()
     eager, compiled = reference_timings(judge, sets, order, host_check)
     judge._timed("reference_timing", start)
     stat = "mean_ms" if judge.opts.profile == "kernelbench" else "median_ms"
-    ratio = lambda ref: getattr(ref, stat) / getattr(timing, stat) if ref and timing and getattr(timing, stat) > 0 else None  # noqa: E731
+    ratio = lambda ref: (
+        getattr(ref, stat) / getattr(timing, stat) if ref and timing and getattr(timing, stat) > 0 else None
+    )  # noqa: E731
     speedup = ratio(eager)
     if speedup is not None and speedup > judge.opts.speedup_cap and not judge.opts.confirming:
         rejected = confirm_speedup(judge, speedup)
         if rejected is not None:
             return rejected
     status, message, per = judge.policy_result("correct", "")
-    return judge.verdict(status, "done", message, timing=timing, ref_eager=eager, ref_compile=compiled,
-                         speedup_eager=speedup, speedup_compile=ratio(compiled), policy_status=per)  # fmt: skip
+    return judge.verdict(
+        status,
+        "done",
+        message,
+        timing=timing,
+        ref_eager=eager,
+        ref_compile=compiled,
+        speedup_eager=speedup,
+        speedup_compile=ratio(compiled),
+        policy_status=per,
+    )
 
 
 def confirm_speedup(judge: "Judge", speedup: float) -> Verdict | None:
@@ -143,13 +163,25 @@ def confirm_speedup(judge: "Judge", speedup: float) -> Verdict | None:
 
     from kernelzero.verify.judge import Judge
 
-    opts = replace(judge.opts, confirming=True, trials=max(10, judge.opts.trials), timed_calls=100, input_sets=5,
-                   seed=None, baselines_dir=judge.opts.baselines_dir)  # fmt: skip
+    opts = replace(
+        judge.opts,
+        confirming=True,
+        trials=max(10, judge.opts.trials),
+        timed_calls=100,
+        input_sets=5,
+        seed=None,
+        baselines_dir=judge.opts.baselines_dir,
+    )
     second = Judge(judge.task, judge.source, judge.backend, opts).run()
     if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
-        judge.notes.append(f"speedup {speedup:.1f}x over the {judge.opts.speedup_cap:g}x cap confirmed by a stricter "
-                           f"second verification ({second.speedup_eager:.1f}x)")  # fmt: skip
+        judge.notes.append(
+            f"speedup {speedup:.1f}x over the {judge.opts.speedup_cap:g}x cap confirmed by a stricter "
+            f"second verification ({second.speedup_eager:.1f}x)"
+        )
         return None
     found = second.message or f"{second.status}, {second.speedup_eager or 0:.2f}x"
-    return judge.verdict("unconfirmed_speedup", "timing",
-                         f"{speedup:.1f}x over eager was not confirmed by a stricter second verification: {found}")  # fmt: skip
+    return judge.verdict(
+        "unconfirmed_speedup",
+        "timing",
+        f"{speedup:.1f}x over eager was not confirmed by a stricter second verification: {found}",
+    )

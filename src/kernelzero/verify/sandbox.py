@@ -38,8 +38,20 @@ from kernelzero.verify.channel import ChannelError, FileSink, recv_msg, send_obj
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-KEEP_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
-            "KZ_BUILD_CACHE", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "CUDAHOSTCXX")  # the compilers: the worker
+KEEP_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "KZ_BUILD_CACHE",
+    "TORCH_CUDA_ARCH_LIST",
+    "CC",
+    "CXX",
+    "CUDAHOSTCXX",
+)  # the compilers: the worker
 # must build (and key builds, cuda_build.toolchain) with the same ones as the pool's builders
 
 
@@ -142,6 +154,7 @@ def _plan_sandbox(user: str, isolate_network: bool) -> SandboxPlan:
         except KeyError:
             notes.append(f"no user {user!r}: the candidate ran as root")
         else:
+
             def can_run() -> None:
                 os.setgroups([])
                 os.setgid(entry.pw_gid)
@@ -179,17 +192,24 @@ def prepare_workdir(workdir: Path, plan: SandboxPlan) -> dict[str, str]:
         if plan.uid is not None:
             os.chown(workdir / sub, plan.uid, plan.gid)
     env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
-    env.update({
-        "HOME": str(workdir / "home"), "TMPDIR": str(workdir / "tmp"),
-        "TORCH_EXTENSIONS_DIR": str(workdir / "torch_extensions"), "TRITON_CACHE_DIR": str(workdir / "triton_cache"),
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1", "MAX_JOBS": str(max(1, min(8, os.cpu_count() or 1))),
-    })  # fmt: skip
+    env.update(
+        {
+            "HOME": str(workdir / "home"),
+            "TMPDIR": str(workdir / "tmp"),
+            "TORCH_EXTENSIONS_DIR": str(workdir / "torch_extensions"),
+            "TRITON_CACHE_DIR": str(workdir / "triton_cache"),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "MAX_JOBS": str(max(1, min(8, os.cpu_count() or 1))),
+        }
+    )
     return env
 
 
-def popen_sandboxed(argv: list[str], workdir: Path, plan: SandboxPlan, env: dict[str, str],
-                    **popen_kw: Any) -> subprocess.Popen:  # fmt: skip
+def popen_sandboxed(
+    argv: list[str], workdir: Path, plan: SandboxPlan, env: dict[str, str], **popen_kw: Any
+) -> subprocess.Popen:
     """Start `argv` in `workdir` with the sandbox's process limits (a new session, no core dumps, killed
     with its parent, the plan's network namespace and user); `env` comes from `prepare_workdir`.
 
@@ -197,8 +217,9 @@ def popen_sandboxed(argv: list[str], workdir: Path, plan: SandboxPlan, env: dict
     process, its deadline and its kill (`os.killpg(proc.pid, SIGKILL)`). Not for use from threads other
     than the main one (the limits are applied by a Python preexec function; see `thread_safe_argv`).
     """
-    return subprocess.Popen(argv, cwd=workdir, env=env, start_new_session=True,
-                            preexec_fn=lambda: _preexec(plan), **popen_kw)  # fmt: skip
+    return subprocess.Popen(
+        argv, cwd=workdir, env=env, start_new_session=True, preexec_fn=lambda: _preexec(plan), **popen_kw
+    )
 
 
 class WorkerProcess:
@@ -215,9 +236,15 @@ class WorkerProcess:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernelzero.verify.worker", str(wfd)],
-            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env,
-            pass_fds=(wfd,), start_new_session=True, preexec_fn=lambda: _preexec(plan),
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=env,
+            pass_fds=(wfd,),
+            start_new_session=True,
+            preexec_fn=lambda: _preexec(plan),
+        )
         log.close()
         os.close(wfd)
         self.mem_limit = mem_limit_bytes
@@ -284,7 +311,9 @@ class WorkerProcess:
             own = fetch([tensors[i] for i in refs])
         except IpcError as exc:
             self.kill()
-            raise WorkerDied("crash", f"unusable GPU memory handle from the candidate's process during {what}: {exc}") from None
+            raise WorkerDied(
+                "crash", f"unusable GPU memory handle from the candidate's process during {what}: {exc}"
+            ) from None
         tensors = list(tensors)
         for i, t in zip(refs, own):
             tensors[i] = t
@@ -398,8 +427,9 @@ def gpu_visible() -> bool:
     return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
 
 
-def start_worker(source: str, shared: Path, *, interpret: bool, user: str, isolate_network: bool,
-                 host_mem_gb: float) -> StartedWorker:  # fmt: skip
+def start_worker(
+    source: str, shared: Path, *, interpret: bool, user: str, isolate_network: bool, host_mem_gb: float
+) -> StartedWorker:
     """Plan the sandbox, lay out the candidate's folder and start its worker process."""
     plan = plan_sandbox(user, isolate_network)
     env = prepare_workdir(shared, plan)

@@ -20,44 +20,76 @@ import subprocess
 from dataclasses import dataclass
 
 FORBIDDEN_MODULES = {
-    "gc": "inspects the harness's objects", "inspect": "walks frames of the harness",
-    "ctypes": "calls native code directly", "cffi": "calls native code directly",
-    "threading": "runs work outside the timed call", "_thread": "runs work outside the timed call",
-    "multiprocessing": "runs work outside the sandboxed call", "concurrent": "runs work outside the timed call",
-    "subprocess": "starts processes", "socket": "opens network connections", "signal": "handles signals",
-    "atexit": "runs code at exit", "importlib": "loads modules dynamically", "builtins": "replaces builtins",
-    "pickle": "deserialises objects", "marshal": "loads code objects", "mmap": "maps memory",
-    "resource": "changes process limits", "faulthandler": "handles crashes", "sys": None,
-}  # fmt: skip
+    "gc": "inspects the harness's objects",
+    "inspect": "walks frames of the harness",
+    "ctypes": "calls native code directly",
+    "cffi": "calls native code directly",
+    "threading": "runs work outside the timed call",
+    "_thread": "runs work outside the timed call",
+    "multiprocessing": "runs work outside the sandboxed call",
+    "concurrent": "runs work outside the timed call",
+    "subprocess": "starts processes",
+    "socket": "opens network connections",
+    "signal": "handles signals",
+    "atexit": "runs code at exit",
+    "importlib": "loads modules dynamically",
+    "builtins": "replaces builtins",
+    "pickle": "deserialises objects",
+    "marshal": "loads code objects",
+    "mmap": "maps memory",
+    "resource": "changes process limits",
+    "faulthandler": "handles crashes",
+    "sys": None,
+}
 FORBIDDEN_CALLS = {
-    "eval": "runs code built at run time", "exec": "runs code built at run time",
-    "compile": "builds code at run time", "__import__": "imports modules dynamically",
-    "globals": "reaches the module namespace", "setattr": "patches attributes by name",
-    "delattr": "removes attributes by name", "vars": "reaches objects' namespaces",
+    "eval": "runs code built at run time",
+    "exec": "runs code built at run time",
+    "compile": "builds code at run time",
+    "__import__": "imports modules dynamically",
+    "globals": "reaches the module namespace",
+    "setattr": "patches attributes by name",
+    "delattr": "removes attributes by name",
+    "vars": "reaches objects' namespaces",
     "breakpoint": "starts a debugger",
-}  # fmt: skip
+}
 FORBIDDEN_ATTRS = {
-    "_getframe": "walks frames", "f_back": "walks frames", "f_locals": "reads another frame's variables",
-    "f_globals": "reads another frame's variables", "__subclasses__": "walks the class hierarchy",
-    "__globals__": "reads a function's module namespace", "__code__": "rewrites code objects",
-    "__builtins__": "reaches builtins", "modules": None, "_exit": "exits the process early",
-    "system": None, "fork": "starts processes", "kill": "signals processes", "write": None,
-    "settrace": "traces the harness", "setprofile": "traces the harness", "__dict__": "patches by namespace",
+    "_getframe": "walks frames",
+    "f_back": "walks frames",
+    "f_locals": "reads another frame's variables",
+    "f_globals": "reads another frame's variables",
+    "__subclasses__": "walks the class hierarchy",
+    "__globals__": "reads a function's module namespace",
+    "__code__": "rewrites code objects",
+    "__builtins__": "reaches builtins",
+    "modules": None,
+    "_exit": "exits the process early",
+    "system": None,
+    "fork": "starts processes",
+    "kill": "signals processes",
+    "write": None,
+    "settrace": "traces the harness",
+    "setprofile": "traces the harness",
+    "__dict__": "patches by namespace",
     "set_flush_denormal": "flips global numeric flags",
-}  # fmt: skip
+}
 PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "os", "sys", "math", "np", "numpy"}
 OS_FORBIDDEN = {"_exit", "system", "fork", "kill", "write", "execv", "execve", "popen", "spawnv", "dup2", "setsid"}
 TORCH_COMPUTE_HINT = re.compile(r"^(torch|F|nn\.functional|torch\.nn\.functional)\.")
 CPP_RULES = [
     (re.compile(r"\bstd\s*::\s*(thread|async|jthread)\b|\bpthread_create\b"), "starts a native thread"),
-    (re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcudaStreamPerThread\b|\bcudaStreamLegacy\b"),
-     "uses its own CUDA stream"),  # fmt: skip
+    (
+        re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcudaStreamPerThread\b|\bcudaStreamLegacy\b"),
+        "uses its own CUDA stream",
+    ),
     (re.compile(r"\b(system|popen|fork|execv\w*|dlopen|dlsym|ptrace|mprotect)\s*\("), "calls into the OS"),
     (re.compile(r"\b(exit|_exit|abort|quick_exit)\s*\("), "exits the process"),
     (re.compile(r"\bf?open\s*\(|\bstd\s*::\s*ofstream\b"), "opens files"),
     (re.compile(r"\bcudaEvent(Record|ElapsedTime|Synchronize)\b"), "touches timing events"),
-    (re.compile(r"\bcudaDeviceSetLimit\b|\bcudaCtxResetPersistingL2Cache\b|accessPolicyWindow"), "changes device settings"),
-]  # fmt: skip
+    (
+        re.compile(r"\bcudaDeviceSetLimit\b|\bcudaCtxResetPersistingL2Cache\b|accessPolicyWindow"),
+        "changes device settings",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -113,8 +145,10 @@ class _Visitor(ast.NodeVisitor):
         name = _dotted(node.func)
         if name in FORBIDDEN_CALLS:
             self.add(node, "dynamic-code", f"calls {name}(): {FORBIDDEN_CALLS[name]}")
-        if name == "open" and any(isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) & set("wax+")
-                                  for a in node.args[1:2] + [k.value for k in node.keywords if k.arg == "mode"]):  # fmt: skip
+        if name == "open" and any(
+            isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) & set("wax+")
+            for a in node.args[1:2] + [k.value for k in node.keywords if k.arg == "mode"]
+        ):
             self.add(node, "file-write", "opens a file for writing (files can shadow modules or results)")
         if name.endswith((".write_text", ".write_bytes")):
             self.add(node, "file-write", f"writes a file ({name})")
@@ -162,9 +196,14 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Try(self, node: ast.Try) -> None:
         for handler in node.handlers:
-            calls = [_dotted(n.func) for n in ast.walk(ast.Module(body=handler.body, type_ignores=[]))
-                     if isinstance(n, ast.Call)]  # fmt: skip
-            fallback = [c for c in calls if TORCH_COMPUTE_HINT.match(c) and not c.startswith(("torch.empty", "torch.zeros"))]
+            calls = [
+                _dotted(n.func)
+                for n in ast.walk(ast.Module(body=handler.body, type_ignores=[]))
+                if isinstance(n, ast.Call)
+            ]
+            fallback = [
+                c for c in calls if TORCH_COMPUTE_HINT.match(c) and not c.startswith(("torch.empty", "torch.zeros"))
+            ]
             if fallback:
                 self.add(handler, "fallback", f"falls back to PyTorch ({fallback[0]}) when a kernel fails")
         self.generic_visit(node)
@@ -188,8 +227,9 @@ def _expand_macros(source: str) -> str:
         return source
     body = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#include"))
     try:
-        out = subprocess.run([cpp, "-P", "-undef", "-w", "-xc++", "-"], input=body, capture_output=True,
-                             text=True, timeout=20)  # fmt: skip
+        out = subprocess.run(
+            [cpp, "-P", "-undef", "-w", "-xc++", "-"], input=body, capture_output=True, text=True, timeout=20
+        )
     except (subprocess.TimeoutExpired, OSError):
         return source
     return out.stdout if out.returncode == 0 else source
@@ -213,8 +253,14 @@ def string_literals(source: str) -> list[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and len(n.value) > 40 and ("{" in n.value or "#" in n.value)]  # fmt: skip
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and len(n.value) > 40
+        and ("{" in n.value or "#" in n.value)
+    ]
 
 
 def has_kernel_construct(source: str, backend: str) -> bool:

@@ -33,9 +33,15 @@ def _host_overhead_ms() -> float:
     return min(samples)
 
 
-def time_calls(call: Callable[[int], None], order: list[int], warmup: int, device: str,
-               host_check: bool = True, prepare: Callable[[int], None] | None = None,
-               warmup_keys: list[int] | None = None) -> list[float]:  # fmt: skip
+def time_calls(
+    call: Callable[[int], None],
+    order: list[int],
+    warmup: int,
+    device: str,
+    host_check: bool = True,
+    prepare: Callable[[int], None] | None = None,
+    warmup_keys: list[int] | None = None,
+) -> list[float]:
     """Per-call times in ms for `call(i)` over `order`; [] on CPU (no meaningful device time).
 
     `prepare(i)`, when given, runs before each call outside the timed region (new inputs);
@@ -45,7 +51,7 @@ def time_calls(call: Callable[[int], None], order: list[int], warmup: int, devic
     prepare = prepare or (lambda key: None)
     keys = warmup_keys if warmup_keys is not None else [order[k % len(order)] for k in range(warmup)]
     if not device.startswith("cuda"):
-        for i in (keys or order[:1]):
+        for i in keys or order[:1]:
             prepare(i)
             call(i)
         return []
@@ -78,5 +84,10 @@ def summarise(times_ms: list[float]) -> Timing | None:
         return None
     ordered = sorted(times_ms)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]  # noqa: E731
-    return Timing(median_ms=statistics.median(ordered), mean_ms=statistics.fmean(ordered),
-                  p10_ms=pick(0.1), p90_ms=pick(0.9), calls=len(ordered))  # fmt: skip
+    return Timing(
+        median_ms=statistics.median(ordered),
+        mean_ms=statistics.fmean(ordered),
+        p10_ms=pick(0.1),
+        p90_ms=pick(0.9),
+        calls=len(ordered),
+    )

@@ -61,8 +61,6 @@ class LaunchState:
         return self.by_id.get(id(tensor)) or self.add(tensor, "tensor argument")
 
 
-
-
 def view_extent(tensor: Any, name: str) -> Extent:
     base = tensor if isinstance(tensor, torch.Tensor) else getattr(tensor, "base", tensor)  # TensorWrapper
     lo, itemsize = base.data_ptr(), base.element_size()
@@ -72,8 +70,9 @@ def view_extent(tensor: Any, name: str) -> Extent:
     return Extent(name, lo, lo + (last + 1) * itemsize, itemsize)
 
 
-def check_access(ptrs: Any, mask: Any, kind: str, program_id: Any, guard_bytes: int, own: "Extent | None",
-                 state: "LaunchState") -> None:
+def check_access(
+    ptrs: Any, mask: Any, kind: str, program_id: Any, guard_bytes: int, own: "Extent | None", state: "LaunchState"
+) -> None:
     """Raise OutOfBoundsError if an active lane of `ptrs` lies outside its own view (or, without one, all)."""
     addrs = np.asarray(ptrs.data).astype(np.uint64, copy=False)
     if mask is not None:
@@ -91,8 +90,15 @@ def check_access(ptrs: Any, mask: Any, kind: str, program_id: Any, guard_bytes: 
         raise OutOfBoundsError(_describe(kind, addrs[~ok], addrs.size, own, program_id, guard_bytes, state))
 
 
-def _describe(kind: str, bad: np.ndarray, n_active: int, own: "Extent | None", program_id: Any,
-              guard_bytes: int, state: "LaunchState") -> str:
+def _describe(
+    kind: str,
+    bad: np.ndarray,
+    n_active: int,
+    own: "Extent | None",
+    program_id: Any,
+    guard_bytes: int,
+    state: "LaunchState",
+) -> str:
     where = f"argument '{own.name}'" if own is not None else "every tensor argument"
     pid = tuple(int(i) for i in program_id) if program_id is not None else "?"
     text = f"out-of-bounds {kind}: {bad.size} of {n_active} active lane(s) outside {where}, program_id={pid}"
@@ -102,8 +108,10 @@ def _describe(kind: str, bad: np.ndarray, n_active: int, own: "Extent | None", p
         return f"{text}; lowest bad address is not within {guard_bytes} bytes of any tensor argument"
     offset = first - ref.lo
     n_elems = (ref.hi - ref.lo) // ref.itemsize
-    return (f"{text}; lowest bad lane is element {offset // ref.itemsize} (byte offset {offset}) "
-            f"of '{ref.name}', which has {n_elems} element(s)")
+    return (
+        f"{text}; lowest bad lane is element {offset // ref.itemsize} (byte offset {offset}) "
+        f"of '{ref.name}', which has {n_elems} element(s)"
+    )
 
 
 def _nearest(addr: int, guard_bytes: int, state: "LaunchState") -> "Extent | None":

@@ -102,8 +102,9 @@ def stub_gpu_driver(arch: int = 90) -> Iterator[StubCudaDriver]:
         driver.set_active(previous)
 
 
-def compile_launches(run_forward: Callable[[], object], *, arch: int = 90,
-                     resource_usage: bool = True) -> list[CompileRecord]:
+def compile_launches(
+    run_forward: Callable[[], object], *, arch: int = 90, resource_usage: bool = True
+) -> list[CompileRecord]:
     """Run ``run_forward()`` with launches turned into compiles for sm_``arch``; one record per compile.
 
     A failed compile is recorded and the launch returns None, so the forward goes on to its other
@@ -150,8 +151,10 @@ def _compiling_run(original: Callable, records: list[CompileRecord]) -> Callable
             return original(self, *args, grid=grid, warmup=True, **kwargs)
         except Exception as e:  # noqa: BLE001 - every failure becomes a record
             if not getattr(e, "_kz_recorded", False):  # failed before compiling: bad arguments
-                _append(records, CompileRecord(_name(self), _options_text(kwargs), False, _error_text(e), None, None,
-                                               None, 0.0))
+                _append(
+                    records,
+                    CompileRecord(_name(self), _options_text(kwargs), False, _error_text(e), None, None, None, 0.0),
+                )
             return None
 
     return run
@@ -167,8 +170,12 @@ def _recording_compile(original: Callable, records: list[CompileRecord], arch: i
         try:
             kernel = original(self, *args, **kwargs)
         except Exception as e:
-            _append(records, CompileRecord(_name(self), config, False, _error_text(e), None, None, None,
-                                           time.perf_counter() - start))
+            _append(
+                records,
+                CompileRecord(
+                    _name(self), config, False, _error_text(e), None, None, None, time.perf_counter() - start
+                ),
+            )
             e._kz_recorded = True  # type: ignore[attr-defined]
             raise
         seconds = time.perf_counter() - start
@@ -179,8 +186,9 @@ def _recording_compile(original: Callable, records: list[CompileRecord], arch: i
     return _do_compile
 
 
-def _success_record(name: str, config: str, kernel: Any, seconds: float, arch: int,
-                    resource_usage: bool) -> CompileRecord:
+def _success_record(
+    name: str, config: str, kernel: Any, seconds: float, arch: int, resource_usage: bool
+) -> CompileRecord:
     shared = int(getattr(kernel.metadata, "shared", 0) or 0)
     registers, stack = _resource_usage(kernel.asm.get("cubin")) if resource_usage else (None, None)
     limit = MAX_SHARED_BYTES.get(arch)
@@ -209,7 +217,7 @@ def _config_text(fn: Any, constexprs: dict, options: Any) -> str:
     names = [p.name for p in getattr(fn, "params", [])]
     parts = []
     for path, value in constexprs.items():
-        path = path if isinstance(path, tuple) else (path, )
+        path = path if isinstance(path, tuple) else (path,)
         head = names[path[0]] if isinstance(path[0], int) and path[0] < len(names) else str(path[0])
         parts.append(head + "".join(f"[{i}]" for i in path[1:]) + f"={value}")
     for opt in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
@@ -243,8 +251,9 @@ def _resource_usage(cubin: bytes | None) -> tuple[int | None, int | None]:
         f.write(cubin)
         f.flush()
         try:
-            out = subprocess.run([str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True,
-                                 timeout=60).stdout
+            out = subprocess.run(
+                [str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True, timeout=60
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return None, None
     reg, stack = re.search(r"REG:(\d+)", out), re.search(r"STACK:(\d+)", out)

@@ -91,7 +91,7 @@ def padded_clone(t: torch.Tensor, guard_bytes: int = 4096) -> torch.Tensor:
     gap = -(-max(guard_bytes, 0) // _GUARD_ALIGN) * _GUARD_ALIGN
     nbytes = t.numel() * t.element_size()
     buf = torch.full((gap + nbytes + gap,), 0xFF, dtype=torch.uint8)
-    out = buf[gap:gap + nbytes].view(t.dtype).view(t.shape)
+    out = buf[gap : gap + nbytes].view(t.dtype).view(t.shape)
     out.copy_(t.detach())
     return out
 
@@ -156,7 +156,8 @@ def _require(interp: Any) -> None:
         import triton
 
         raise InterpreterInternalsError(
-            f"triton {triton.__version__} interpreter lacks {', '.join(missing)}; bounds checks cannot be installed")
+            f"triton {triton.__version__} interpreter lacks {', '.join(missing)}; bounds checks cannot be installed"
+        )
 
 
 def _lookup(obj: Any, dotted: str) -> Any:
@@ -211,16 +212,23 @@ def _track_arguments(interp: Any) -> None:
 
 def _guard_memory_ops(interp: Any, guard_bytes: int) -> None:
     builder_cls = interp.InterpreterBuilder
-    specs = (("create_masked_load", "load", "ptrs", "mask"), ("create_masked_store", "store", "ptrs", "mask"),
-             ("create_atomic_rmw", "atomic_rmw", "ptr", "mask"), ("create_atomic_cas", "atomic_cas", "ptr", None))
-    guarded = {method: _guarded(getattr(builder_cls, method), method, kind, ptr_param, mask_param, guard_bytes)
-               for method, kind, ptr_param, mask_param in specs}
+    specs = (
+        ("create_masked_load", "load", "ptrs", "mask"),
+        ("create_masked_store", "store", "ptrs", "mask"),
+        ("create_atomic_rmw", "atomic_rmw", "ptr", "mask"),
+        ("create_atomic_cas", "atomic_cas", "ptr", None),
+    )
+    guarded = {
+        method: _guarded(getattr(builder_cls, method), method, kind, ptr_param, mask_param, guard_bytes)
+        for method, kind, ptr_param, mask_param in specs
+    }
     for method, replacement in guarded.items():
         setattr(builder_cls, method, replacement)
 
 
-def _guarded(original: Callable, method: str, kind: str, ptr_param: str, mask_param: str | None,
-             guard_bytes: int) -> Callable:
+def _guarded(
+    original: Callable, method: str, kind: str, ptr_param: str, mask_param: str | None, guard_bytes: int
+) -> Callable:
     params = list(inspect.signature(original).parameters)[1:]  # drop self
     for wanted in (ptr_param, mask_param):
         if wanted is not None and wanted not in params:
@@ -241,8 +249,19 @@ def _guarded(original: Callable, method: str, kind: str, ptr_param: str, mask_pa
 
 
 def _propagate_provenance(interp: Any) -> None:
-    names = ("create_addptr", "create_splat", "create_broadcast", "create_expand_dims", "create_reshape",
-             "create_trans", "create_select", "create_cat", "create_join", "create_split", "create_bitcast")
+    names = (
+        "create_addptr",
+        "create_splat",
+        "create_broadcast",
+        "create_expand_dims",
+        "create_reshape",
+        "create_trans",
+        "create_select",
+        "create_cat",
+        "create_join",
+        "create_split",
+        "create_bitcast",
+    )
     handle_cls = interp.TensorHandle
     for name in names:
         original = getattr(interp.InterpreterBuilder, name, None)
@@ -260,7 +279,7 @@ def _propagating(original: Callable, handle_cls: type) -> Callable:
         if ptr_inputs:
             ext = getattr(ptr_inputs[0], _TAG, None)
             if ext is not None and all(getattr(a, _TAG, None) is ext for a in ptr_inputs):
-                for handle in out if isinstance(out, tuple) else (out, ):
+                for handle in out if isinstance(out, tuple) else (out,):
                     if isinstance(handle, handle_cls) and _is_pointer(handle):
                         setattr(handle, _TAG, ext)
         return out
@@ -333,5 +352,3 @@ def _any_bf16(values: list[Any]) -> bool:
         if hasattr(value, "data_ptr") and (dtype == torch.bfloat16 or str(dtype) in ("bf16", "bfloat16")):
             return True
     return False
-
-

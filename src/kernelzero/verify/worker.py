@@ -41,8 +41,13 @@ def classify(exc: BaseException) -> str:
         return "oom"
     if name in ("CompilationError", "CompileTimeAssertionFailure") or "Error building extension" in text:
         return "compile_error"
-    faults = ("illegal memory access", "unspecified launch failure", "misaligned address",
-              "operation not supported on global/shared address space", "illegal instruction")  # sticky kernel faults
+    faults = (
+        "illegal memory access",
+        "unspecified launch failure",
+        "misaligned address",
+        "operation not supported on global/shared address space",
+        "illegal instruction",
+    )  # sticky kernel faults
     if any(f in text for f in faults):
         return "crash"
     return "runtime_error"
@@ -60,8 +65,13 @@ class Worker:
         self.module = None  # the imported candidate
 
     def error_reply(self, exc: BaseException, stage: str) -> dict[str, Any]:
-        return {"ok": False, "status": classify(exc), "stage": stage,
-                "message": f"{type(exc).__name__}: {_tail(str(exc), 600)}", "log": _tail(traceback.format_exc())}
+        return {
+            "ok": False,
+            "status": classify(exc),
+            "stage": stage,
+            "message": f"{type(exc).__name__}: {_tail(str(exc), 600)}",
+            "log": _tail(traceback.format_exc()),
+        }
 
     def reply_error(self, exc: BaseException, stage: str) -> None:
         send_msg(self.out, self.error_reply(exc, stage))
@@ -98,14 +108,24 @@ class Worker:
             sys.modules["candidate"] = module
             spec.loader.exec_module(module)
         except SyntaxError as exc:
-            return {"ok": False, "status": "format_error", "stage": "load",
-                    "message": f"not valid Python: line {exc.lineno}: {exc.msg}", "log": ""}  # fmt: skip
+            return {
+                "ok": False,
+                "status": "format_error",
+                "stage": "load",
+                "message": f"not valid Python: line {exc.lineno}: {exc.msg}",
+                "log": "",
+            }
         except BaseException as exc:
             return self.error_reply(exc, "build")
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
-            return {"ok": False, "status": "format_error", "stage": "load",
-                    "message": "the candidate defines no `class ModelNew(nn.Module)`", "log": ""}  # fmt: skip
+            return {
+                "ok": False,
+                "status": "format_error",
+                "stage": "load",
+                "message": "the candidate defines no `class ModelNew(nn.Module)`",
+                "log": "",
+            }
         self.module = module
         from kernelzero.verify import cuda_build
 
@@ -179,8 +199,16 @@ class Worker:
         outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
             kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
-            send_msg(self.out, {"ok": False, "status": "shape_mismatch", "stage": "correctness",
-                                "message": f"forward must return tensors, returned {kinds}", "log": ""})  # fmt: skip
+            send_msg(
+                self.out,
+                {
+                    "ok": False,
+                    "status": "shape_mismatch",
+                    "stage": "correctness",
+                    "message": f"forward must return tensors, returned {kinds}",
+                    "log": "",
+                },
+            )
             return None
         return outs
 
@@ -201,9 +229,13 @@ class Worker:
         if outs is None:
             return
         tensors_in = [] if lent else [x for x in inputs if isinstance(x, torch.Tensor)]
-        report = {"launches": dict(self.guards.launches), "torch_ops": self.guards.last_ops,
-                  "tampered": self.guards.tampered(), "output_problem": output_problem(outs, inputs),
-                  "bf16": bool(self.log and self.log.saw_bf16)}  # fmt: skip
+        report = {
+            "launches": dict(self.guards.launches),
+            "torch_ops": self.guards.last_ops,
+            "tampered": self.guards.tampered(),
+            "output_problem": output_problem(outs, inputs),
+            "bf16": bool(self.log and self.log.saw_bf16),
+        }
         if report["output_problem"]:
             outs = [o.clone() for o in outs]  # send values anyway; the judge rejects the aliasing
         send_msg(self.out, {"ok": True, "n_out": len(outs), **report}, outs + tensors_in)
@@ -217,9 +249,16 @@ class Worker:
             records = compile_launches(lambda: self._forward(inputs), arch=req["arch"], resource_usage=False)
         except BaseException as exc:
             return self.reply_error(exc, "build")
-        send_msg(self.out, {"ok": True, "records": [
-            {"kernel": r.kernel, "config": r.config, "ok": r.ok, "error": r.error, "seconds": r.compile_seconds}
-            for r in records]})  # fmt: skip
+        send_msg(
+            self.out,
+            {
+                "ok": True,
+                "records": [
+                    {"kernel": r.kernel, "config": r.config, "ok": r.ok, "error": r.error, "seconds": r.compile_seconds}
+                    for r in records
+                ],
+            },
+        )
 
     def time(self, req: dict[str, Any]) -> None:
         """Timed calls over the judge's input sets, each call on inputs with contents of its own.
@@ -256,13 +295,29 @@ class Worker:
                 last[current["k"]] = outs
 
         try:
-            times = time_calls(call, list(range(len(order))), req["warmup"], self.device, req["host_check"],
-                               prepare=prepare, warmup_keys=[-1 - w for w in range(req["warmup"])])  # fmt: skip
+            times = time_calls(
+                call,
+                list(range(len(order))),
+                req["warmup"],
+                self.device,
+                req["host_check"],
+                prepare=prepare,
+                warmup_keys=[-1 - w for w in range(req["warmup"])],
+            )
         except BaseException as exc:
             return self.reply_error(exc, "timing")
         outs = [t for i in range(len(sets)) for t in last[i]]
-        send_msg(self.out, {"ok": True, "times_ms": times, "n_out": len(last[0]), "calls_without_kernel": len(without_kernel),
-                            "tampered": self.guards.tampered()}, outs)  # fmt: skip
+        send_msg(
+            self.out,
+            {
+                "ok": True,
+                "times_ms": times,
+                "n_out": len(last[0]),
+                "calls_without_kernel": len(without_kernel),
+                "tampered": self.guards.tampered(),
+            },
+            outs,
+        )
 
 
 def _fresh(x: Any, factor: float | None) -> Any:
@@ -279,8 +334,15 @@ def main(argv: list[str]) -> int:
 
     use_out_dir(os.environ.get("KZ_XFER_OUT"))
     worker = Worker(int(argv[0]))
-    handlers = {"import": worker.import_candidate, "load": worker.load, "run": worker.run, "time": worker.time,
-                "gpu_compile": worker.gpu_compile, "ipc_check": worker.ipc_check, "warm": worker.warm}  # fmt: skip
+    handlers = {
+        "import": worker.import_candidate,
+        "load": worker.load,
+        "run": worker.run,
+        "time": worker.time,
+        "gpu_compile": worker.gpu_compile,
+        "ipc_check": worker.ipc_check,
+        "warm": worker.warm,
+    }
     while True:
         req = recv_obj(0)
         if req["cmd"] == "exit":

@@ -89,8 +89,9 @@ class Backend(Protocol):
     spec: str  # the model spec it was loaded from ("openai:MODEL", ...), recorded as Sample.model
     warnings: list[str]  # what the last `generate` call could not provide, one line each
 
-    def generate(self, requests: Sequence[GenRequest], params: SamplingParams,
-                 on_done: OnDone | None = None) -> dict[str, list[Generation]]: ...  # fmt: skip
+    def generate(
+        self, requests: Sequence[GenRequest], params: SamplingParams, on_done: OnDone | None = None
+    ) -> dict[str, list[Generation]]: ...
 
 
 def check_requests(requests: Sequence[GenRequest]) -> None:

@@ -23,8 +23,13 @@ import time
 from typing import Any, Sequence
 
 from kernelzero.coder.backends.base import (
-    Generation, GenRequest, OnDone, SamplingParams, check_requests, sorted_results,
-)  # fmt: skip
+    Generation,
+    GenRequest,
+    OnDone,
+    SamplingParams,
+    check_requests,
+    sorted_results,
+)
 
 
 def _import_transformers() -> Any:
@@ -44,8 +49,16 @@ def _as_list(value: Any) -> list[int]:
 class HFBackend:
     """Batched sampling from a transformers causal LM."""
 
-    def __init__(self, path: str, *, device: str | None = None, dtype: str = "auto", batch_size: int = 8,
-                 trust_remote_code: bool = False, generation_kwargs: dict | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: str,
+        *,
+        device: str | None = None,
+        dtype: str = "auto",
+        batch_size: int = 8,
+        trust_remote_code: bool = False,
+        generation_kwargs: dict | None = None,
+    ) -> None:
         transformers = _import_transformers()
         import torch
 
@@ -61,8 +74,9 @@ class HFBackend:
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         self.tokenizer = tok
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype,
-                                                                  trust_remote_code=trust_remote_code)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, trust_remote_code=trust_remote_code
+        )
         self.model = model.to(self.device).eval()
         self.eos_ids = sorted(set(_as_list(model.generation_config.eos_token_id)) | set(_as_list(tok.eos_token_id)))
 
@@ -80,34 +94,49 @@ class HFBackend:
             torch.manual_seed(seed)
         start = time.monotonic()
         with torch.no_grad():
-            out = self.model.generate(**enc, **sampling, max_new_tokens=params.max_tokens, eos_token_id=self.eos_ids,
-                                      pad_token_id=self.tokenizer.pad_token_id, **self.generation_kwargs)  # fmt: skip
-        return enc, out[:, enc["input_ids"].shape[1]:], time.monotonic() - start
+            out = self.model.generate(
+                **enc,
+                **sampling,
+                max_new_tokens=params.max_tokens,
+                eos_token_id=self.eos_ids,
+                pad_token_id=self.tokenizer.pad_token_id,
+                **self.generation_kwargs,
+            )
+        return enc, out[:, enc["input_ids"].shape[1] :], time.monotonic() - start
 
-    def _to_generation(self, new_ids: list[int], prompt_tokens: int, seconds: float, idx: int,
-                       seed: int | None) -> Generation:  # fmt: skip
+    def _to_generation(
+        self, new_ids: list[int], prompt_tokens: int, seconds: float, idx: int, seed: int | None
+    ) -> Generation:
         stop = next((k for k, t in enumerate(new_ids) if t in self.eos_ids), None)
         count = len(new_ids) if stop is None else stop + 1
         text = self.tokenizer.decode(new_ids[:count], skip_special_tokens=True)
-        return Generation(text=text, output_tokens=count, prompt_tokens=prompt_tokens,
-                          finish_reason="length" if stop is None else "stop", seconds=seconds, sample_idx=idx,
-                          seed=seed)  # fmt: skip
+        return Generation(
+            text=text,
+            output_tokens=count,
+            prompt_tokens=prompt_tokens,
+            finish_reason="length" if stop is None else "stop",
+            seconds=seconds,
+            sample_idx=idx,
+            seed=seed,
+        )
 
-    def generate(self, requests: Sequence[GenRequest], params: SamplingParams,
-                 on_done: OnDone | None = None) -> dict[str, list[Generation]]:  # fmt: skip
+    def generate(
+        self, requests: Sequence[GenRequest], params: SamplingParams, on_done: OnDone | None = None
+    ) -> dict[str, list[Generation]]:
         check_requests(requests)
         self.warnings = []
         prompts = {req.key: self._prompt(req) for req in requests}
         jobs = [(req, idx) for req in requests for idx in req.indices(params)]
         results: dict[str, list[Generation]] = {req.key: [] for req in requests}
         for start in range(0, len(jobs), self.batch_size):
-            chunk = jobs[start:start + self.batch_size]
+            chunk = jobs[start : start + self.batch_size]
             seed = params.seed_for(start)
             enc, new, seconds = self._generate_batch([prompts[req.key] for req, _ in chunk], params, seed)
             finished: dict[str, list[Generation]] = {}
             for row, (req, idx) in enumerate(chunk):
-                gen = self._to_generation(new[row].tolist(), int(enc["attention_mask"][row].sum()),
-                                          seconds / len(chunk), idx, seed)  # fmt: skip
+                gen = self._to_generation(
+                    new[row].tolist(), int(enc["attention_mask"][row].sum()), seconds / len(chunk), idx, seed
+                )
                 finished.setdefault(req.key, []).append(gen)
             for req, _ in chunk:
                 gens = finished.pop(req.key, None)

@@ -40,8 +40,13 @@ from http.client import HTTPException
 from typing import Any, Sequence
 
 from kernelzero.coder.backends.base import (
-    Generation, GenRequest, OnDone, SamplingParams, check_requests, sorted_results,
-)  # fmt: skip
+    Generation,
+    GenRequest,
+    OnDone,
+    SamplingParams,
+    check_requests,
+    sorted_results,
+)
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 # Statuses that no request of the run can get past (bad key, wrong base URL or model name): they stop
@@ -92,9 +97,20 @@ def _retry_after(headers: Any) -> float | None:
 class OpenAIBackend:
     """Chat completions from an OpenAI-compatible HTTP server."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 concurrency: int = 8, timeout: float = 600.0, max_retries: int = 5, backoff: float = 1.0,
-                 max_backoff: float = 60.0, use_n: bool = False, extra_body: dict | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        timeout: float = 600.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        use_n: bool = False,
+        extra_body: dict | None = None,
+    ) -> None:
         if concurrency < 1 or max_retries < 0 or timeout <= 0:
             raise ValueError("openai backend: need concurrency >= 1, max_retries >= 0, timeout > 0")
         self.model = model
@@ -152,16 +168,22 @@ class OpenAIBackend:
             except _Retryable as exc:
                 if attempt == self.max_retries:
                     raise RequestFailed(f"{exc} (gave up after {attempt + 1} attempts)") from None
-                delay = min(self.max_backoff, exc.retry_after if exc.retry_after is not None
-                            else self.backoff * 2**attempt)  # fmt: skip
+                delay = min(
+                    self.max_backoff, exc.retry_after if exc.retry_after is not None else self.backoff * 2**attempt
+                )
                 time.sleep(delay * self._rng.uniform(0.5, 1.0))
         raise AssertionError("unreachable")
 
     # -- one job: a request's sample (or all its samples with use_n) -------------------------------
     def _run_job(self, req: GenRequest, idxs: tuple[int, ...], params: SamplingParams) -> list[Generation]:
         seed = params.seed_for(idxs[0])
-        body: dict[str, Any] = {"model": self.model, "messages": list(req.messages), "max_tokens": params.max_tokens,
-                                "temperature": params.temperature, "top_p": params.top_p}  # fmt: skip
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(req.messages),
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+        }
         if len(idxs) > 1:
             body["n"] = len(idxs)
         if seed is not None:
@@ -176,27 +198,37 @@ class OpenAIBackend:
         gens = []
         for k, idx in enumerate(idxs):
             if k >= len(choices):
-                gens.append(Generation("", finish_reason="error", sample_idx=idx, seed=seed,
-                                       error=f"server returned {len(choices)} choices for n={len(idxs)}"))  # fmt: skip
+                gens.append(
+                    Generation(
+                        "",
+                        finish_reason="error",
+                        sample_idx=idx,
+                        seed=seed,
+                        error=f"server returned {len(choices)} choices for n={len(idxs)}",
+                    )
+                )
                 continue
             message = choices[k].get("message") or {}
             text = message.get("content") or ""
             reasoning = message.get("reasoning_content") or message.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 text = f"<think>{reasoning}</think>\n{text}"
-            gens.append(Generation(
-                text=text,
-                output_tokens=usage.get("completion_tokens") if len(choices) == 1 else None,
-                prompt_tokens=usage.get("prompt_tokens"),
-                finish_reason=choices[k].get("finish_reason") or "",
-                seconds=seconds / len(idxs),
-                sample_idx=idx,
-                seed=seed,
-            ))  # fmt: skip
+            gens.append(
+                Generation(
+                    text=text,
+                    output_tokens=usage.get("completion_tokens") if len(choices) == 1 else None,
+                    prompt_tokens=usage.get("prompt_tokens"),
+                    finish_reason=choices[k].get("finish_reason") or "",
+                    seconds=seconds / len(idxs),
+                    sample_idx=idx,
+                    seed=seed,
+                )
+            )
         return gens
 
-    def generate(self, requests: Sequence[GenRequest], params: SamplingParams,
-                 on_done: OnDone | None = None) -> dict[str, list[Generation]]:  # fmt: skip
+    def generate(
+        self, requests: Sequence[GenRequest], params: SamplingParams, on_done: OnDone | None = None
+    ) -> dict[str, list[Generation]]:
         """Every request's samples, run `concurrency` at a time; `on_done` per finished job."""
         check_requests(requests)
         self.warnings = []

@@ -33,8 +33,11 @@ def load_completions(path: str | Path) -> dict[str, list[dict]]:
                 row = json.loads(line)
             except ValueError as exc:
                 raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("task"), str) \
-                    or not isinstance(row.get("completion"), str):  # fmt: skip
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("task"), str)
+                or not isinstance(row.get("completion"), str)
+            ):
                 raise ValueError(f'{path}:{lineno}: need {{"task": str, "completion": str}}')
             stored = by_task.setdefault(row["task"], {})
             idx = row.get("sample_idx")
@@ -58,8 +61,9 @@ class ReplayBackend:
         self.warnings: list[str] = []
         self.missing: dict[str, list[int]] = {}  # request key -> sample indices the file could not provide
 
-    def generate(self, requests: Sequence[GenRequest], params: SamplingParams,
-                 on_done: OnDone | None = None) -> dict[str, list[Generation]]:  # fmt: skip
+    def generate(
+        self, requests: Sequence[GenRequest], params: SamplingParams, on_done: OnDone | None = None
+    ) -> dict[str, list[Generation]]:
         check_requests(requests)
         self.warnings, self.missing = [], {}
         results: dict[str, list[Generation]] = {}
@@ -71,20 +75,24 @@ class ReplayBackend:
                     missing.append(idx)
                     continue
                 row = stored[idx]
-                gens.append(Generation(
-                    text=row["completion"],
-                    output_tokens=row.get("output_tokens"),
-                    prompt_tokens=row.get("prompt_tokens"),
-                    finish_reason=row.get("finish_reason") or "",
-                    seconds=float(row.get("seconds") or 0.0),
-                    sample_idx=idx,
-                    seed=row.get("seed"),
-                ))  # fmt: skip
+                gens.append(
+                    Generation(
+                        text=row["completion"],
+                        output_tokens=row.get("output_tokens"),
+                        prompt_tokens=row.get("prompt_tokens"),
+                        finish_reason=row.get("finish_reason") or "",
+                        seconds=float(row.get("seconds") or 0.0),
+                        sample_idx=idx,
+                        seed=row.get("seed"),
+                    )
+                )
             results[req.key] = gens
             if missing:
                 self.missing[req.key] = missing
-                self.warnings.append(f"{req.key}: {len(stored)} completions stored in {self.path}, "
-                                     f"missing sample_idx {_ranges(sorted(missing))}")  # fmt: skip
+                self.warnings.append(
+                    f"{req.key}: {len(stored)} completions stored in {self.path}, "
+                    f"missing sample_idx {_ranges(sorted(missing))}"
+                )
             if on_done is not None and gens:
                 on_done(req, gens)
         return results

@@ -20,8 +20,13 @@ import time
 from typing import Any, Sequence
 
 from kernelzero.coder.backends.base import (
-    Generation, GenRequest, OnDone, SamplingParams, check_requests, sorted_results,
-)  # fmt: skip
+    Generation,
+    GenRequest,
+    OnDone,
+    SamplingParams,
+    check_requests,
+    sorted_results,
+)
 
 
 class VLLMBackend:
@@ -38,25 +43,41 @@ class VLLMBackend:
         self._vllm = vllm
         self.llm = vllm.LLM(model=path, **engine_options)
 
-    def generate(self, requests: Sequence[GenRequest], params: SamplingParams,
-                 on_done: OnDone | None = None) -> dict[str, list[Generation]]:  # fmt: skip
+    def generate(
+        self, requests: Sequence[GenRequest], params: SamplingParams, on_done: OnDone | None = None
+    ) -> dict[str, list[Generation]]:
         check_requests(requests)
         self.warnings = []
         results: dict[str, list[Generation]] = {req.key: [] for req in requests}
         for start in range(0, len(requests), self.chunk_size):
-            chunk = list(requests[start:start + self.chunk_size])
+            chunk = list(requests[start : start + self.chunk_size])
             idxs = [req.indices(params) for req in chunk]
-            sampling = [self._vllm.SamplingParams(n=len(ix), temperature=params.temperature, top_p=params.top_p,
-                                                  max_tokens=params.max_tokens, seed=params.seed_for(ix[0]))
-                        for ix in idxs]  # fmt: skip
+            sampling = [
+                self._vllm.SamplingParams(
+                    n=len(ix),
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    max_tokens=params.max_tokens,
+                    seed=params.seed_for(ix[0]),
+                )
+                for ix in idxs
+            ]
             t0 = time.monotonic()
             outputs = self.llm.chat([list(req.messages) for req in chunk], sampling_params=sampling, use_tqdm=False)
             share = (time.monotonic() - t0) / max(1, sum(map(len, idxs)))
             for req, ix, out, sp in zip(chunk, idxs, outputs, sampling):
-                gens = [Generation(text=o.text, output_tokens=len(o.token_ids),
-                                   prompt_tokens=len(out.prompt_token_ids or []),
-                                   finish_reason=o.finish_reason or "", seconds=share, sample_idx=i, seed=sp.seed)
-                        for i, o in zip(ix, sorted(out.outputs, key=lambda o: o.index))]  # fmt: skip
+                gens = [
+                    Generation(
+                        text=o.text,
+                        output_tokens=len(o.token_ids),
+                        prompt_tokens=len(out.prompt_token_ids or []),
+                        finish_reason=o.finish_reason or "",
+                        seconds=share,
+                        sample_idx=i,
+                        seed=sp.seed,
+                    )
+                    for i, o in zip(ix, sorted(out.outputs, key=lambda o: o.index))
+                ]
                 results[req.key].extend(gens)
                 if on_done is not None:
                     on_done(req, gens)
