@@ -33,13 +33,13 @@ def main() -> None:
         sink = channel.FileSink(folder / "in") if files else None
         channel.use_out_dir(str(folder / "out") if files else None)
         got: list = []
-        reader = threading.Thread(target=lambda: got.append(channel.recv_msg(r, file_dir=folder / "out")))
+        reader = threading.Thread(target=lambda got=got, r=r: got.append(channel.recv_msg(r, file_dir=folder / "out")))
         reader.start()
         start = time.perf_counter()
         channel.send_msg(w, {}, [x])
         reader.join()
         back = time.perf_counter() - start
-        reader = threading.Thread(target=lambda: got.append(channel.recv_obj(r)))
+        reader = threading.Thread(target=lambda got=got, r=r: got.append(channel.recv_obj(r)))
         reader.start()
         start = time.perf_counter()
         channel.send_obj(w, {"inputs": [x]}, sink)

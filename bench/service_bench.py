@@ -223,7 +223,7 @@ def overlaps(leases: dict[str, list]) -> dict[str, int]:
     out = {}
     for gpu, samples in leases.items():
 
-        def clash(i: int, excl: tuple[float, float]) -> bool:
+        def clash(i: int, excl: tuple[float, float], samples=samples) -> bool:
             return any(
                 span is not None and span[0] < excl[1] - 0.01 and excl[0] < span[1] - 0.01
                 for j, both in enumerate(samples)
@@ -254,14 +254,14 @@ def bench_probe(args) -> dict:
         VerifyRequest(oob.task(), oob.source, "cuda", oob.verify_options(), tag="oob"),
         VerifyRequest(good.task(), good.source, "triton", good.verify_options(), tag="after"),
     ):
-        for req, verdict in verify_many([req], gpus=[0], per_gpu=1, stats=stats):
-            out[req.tag] = {
+        for done, verdict in verify_many([req], gpus=[0], per_gpu=1, stats=stats):
+            out[done.tag] = {
                 "status": verdict.status,
                 "message": verdict.message[:200],
                 "notes": list(verdict.notes),
                 "stage_seconds": verdict.stage_seconds,
             }
-            print(req.tag, out[req.tag], flush=True)
+            print(done.tag, out[done.tag], flush=True)
     out["pool"] = stats.summary()
     return out
 

@@ -50,7 +50,7 @@ class FakeOpenAI:
     def total_attempts(self) -> int:
         return sum(self.attempts.values())
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         self.thread.start()
         return self
 

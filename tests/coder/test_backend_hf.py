@@ -12,8 +12,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from kernelzero.coder.backends import GenRequest, SamplingParams, load_backend  # noqa: E402
 from tiny_hf import build_tiny_qwen2  # noqa: E402
+
+from kernelzero.coder.backends import GenRequest, SamplingParams, load_backend  # noqa: E402
 
 PROMPTS = {
     "short": [{"role": "user", "content": "Write a kernel."}],

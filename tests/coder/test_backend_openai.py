@@ -10,8 +10,8 @@ import threading
 import time
 
 import pytest
-
 from fake_openai import FakeOpenAI, completion_for, usage_for
+
 from kernelzero.coder import extract_code
 from kernelzero.coder.backends import GenRequest, SamplingParams, load_backend
 from kernelzero.coder.backends.openai import ServerRefused, resolve_base_url

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import cmdline, process_tree
 
 from kernelzero.service.pool import PoolStats, VerifyRequest, verify_many
 from kernelzero.service.probe import probe_gpu
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.verify import options_for
-from procs import cmdline, process_tree
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 

@@ -24,11 +24,12 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
+from procs import descendants  # noqa: E402
+
 from kernelzero.service.client import Client, request_dict  # noqa: E402
 from kernelzero.service.jobs import JobQueue  # noqa: E402
 from kernelzero.tasks import load_suite, resize, select  # noqa: E402
 from kernelzero.types import to_dict  # noqa: E402
-from procs import descendants  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 GELU = (ROOT / "tests" / "kernels" / "correct" / "triton_gelu.py").read_text()

@@ -15,12 +15,13 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from procs import cmdline, descendants, process_tree  # noqa: E402
+
 from kernelzero.service.pool import VerifyRequest, verify_many  # noqa: E402
 from kernelzero.service.ray_pool import RETRIED, verify_many_ray  # noqa: E402
 from kernelzero.service.store import VerdictStore  # noqa: E402
 from kernelzero.tasks import load_suite, resize, select  # noqa: E402
 from kernelzero.verify import options_for  # noqa: E402
-from procs import cmdline, descendants, process_tree  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 MISSING_ARG = (KERNELS / "wrong" / "triton_launch_missing_arg.py").read_text()  # runtime_error, from the judge

@@ -138,7 +138,7 @@ def load_fixtures(root: Path = KERNELS) -> list[Fixture]:
     return [parse_header(p) for p in paths]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _suite(name: str):
     from kernelzero.tasks import load_suite
 

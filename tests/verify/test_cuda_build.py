@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.verify.build_cache import BuildCache
 from kernelzero.verify import pch
+from kernelzero.verify.build_cache import BuildCache
 from kernelzero.verify.cuda_build import EXTENSION_INCLUDE, build_extension, build_key, lighten, load_library, toolchain
 from kernelzero.verify.cuda_capture import InlineBuild
 

@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from fnmatch import fnmatch
 from pathlib import Path
 
+import fixtures as fx
 import pytest
 
-import fixtures as fx
 from kernelzero.types import STATUSES
 
 FIXTURES = fx.load_fixtures()

@@ -15,7 +15,6 @@ from kernelzero.cli import serve as serve_cmd
 from kernelzero.cli import tasks as tasks_cmd
 from kernelzero.cli import verify as verify_cmd
 
-
 COMMANDS = {"tasks": tasks_cmd, "verify": verify_cmd, "eval": eval_cmd, "report": report_cmd, "serve": serve_cmd}
 
 

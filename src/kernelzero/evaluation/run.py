@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kernelzero.coder.backends import load_backend
-from kernelzero.coder.backends.base import GenRequest, Generation, SamplingParams
+from kernelzero.coder.backends.base import Generation, GenRequest, SamplingParams
 from kernelzero.coder.extract import extract_code
 from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
 from kernelzero.evaluation.jsonl import JsonlLog

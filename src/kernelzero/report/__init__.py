@@ -23,8 +23,7 @@ from kernelzero.report.markdown import comparison_markdown, run_markdown
 from kernelzero.report.plots import matplotlib_available, write_plots
 from kernelzero.report.tables import LEGEND, comparison_tables, flat_config
 from kernelzero.report.terminal import print_summary
-from kernelzero.types import Sample, from_dict
-from kernelzero.types import verdict_from_dict
+from kernelzero.types import Sample, from_dict, verdict_from_dict
 
 __all__ = ["compare_runs", "load_run", "print_summary", "run_names", "write_report"]
 

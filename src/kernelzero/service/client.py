@@ -15,8 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
-from kernelzero.types import Task, Verdict, to_dict
-from kernelzero.types import verdict_from_dict
+from kernelzero.types import Task, Verdict, to_dict, verdict_from_dict
 
 
 class ServiceError(RuntimeError):

@@ -30,8 +30,7 @@ from pathlib import Path
 from kernelzero import __version__
 from kernelzero.coder.extract import extract_code
 from kernelzero.tasks.hashing import task_hash
-from kernelzero.types import Task, Verdict, to_dict
-from kernelzero.types import verdict_from_dict
+from kernelzero.types import Task, Verdict, to_dict, verdict_from_dict
 from kernelzero.verify.options import VerifyOptions
 
 SCHEMA = """

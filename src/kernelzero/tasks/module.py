@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kernelzero.tasks.sizes import apply_sizes
 

@@ -109,7 +109,7 @@ def _gpu_available() -> bool:
 
 
 def verify(
-    task: Task, candidate: str, backend: str, options: VerifyOptions | None = None, *, standby: "Standby | None" = None
+    task: Task, candidate: str, backend: str, options: VerifyOptions | None = None, *, standby: Standby | None = None
 ) -> Verdict:
     """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults.
 
@@ -151,7 +151,7 @@ def _physical_gpu(index: int) -> str:
 
 
 def _standby_judge(
-    standby: "Standby | None", env: dict[str, str], opts: VerifyOptions, request: Path, result: Path
+    standby: Standby | None, env: dict[str, str], opts: VerifyOptions, request: Path, result: Path
 ) -> subprocess.Popen | None:
     """A ready judge from `standby`, given this request; None when there is none (or it just died)."""
     from kernelzero.verify.launch import on_gpu
@@ -188,7 +188,7 @@ def _judge_output(proc: subprocess.Popen, timeout_s: float, limit: int = 1 << 20
             out = (out + data)[-limit:]
 
 
-def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions, standby: "Standby | None" = None) -> Verdict:
+def _run_judge(task: Task, source: str, backend: str, opts: VerifyOptions, standby: Standby | None = None) -> Verdict:
     budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
     with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "result.json")

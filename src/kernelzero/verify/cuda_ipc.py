@@ -45,7 +45,7 @@ class _Handle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_ubyte * HANDLE_BYTES)]  # c_ubyte: a c_char field would stop at a NUL
 
     @classmethod
-    def of(cls, raw: bytes) -> "_Handle":
+    def of(cls, raw: bytes) -> _Handle:
         if len(raw) != HANDLE_BYTES:
             raise IpcError(f"an IPC handle has {HANDLE_BYTES} bytes, got {len(raw)}")
         return cls.from_buffer_copy(raw)
@@ -112,7 +112,7 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _pack(alloc: "_Allocation", tensors: list[torch.Tensor]) -> list[tuple[int, torch.Tensor]]:
+def _pack(alloc: _Allocation, tensors: list[torch.Tensor]) -> list[tuple[int, torch.Tensor]]:
     """Copy `tensors` one after the other (aligned) into `alloc`; (offset, the copy) for each."""
     out, offset = [], 0
     for t in tensors:

@@ -335,7 +335,7 @@ SAFE_CUDA_FLAG = re.compile(
 SAFE_CXX_FLAG = re.compile(r"-O\d?|-std=c\+\+\d+|-w|-W[\w=-]*|-g\d?")
 
 
-def host_defines_and_opt(build: "InlineBuild", cflags: str) -> str:
+def host_defines_and_opt(build: InlineBuild, cflags: str) -> str:
     """Flags for host.cpp: what nvcc's host pass gave its code, torch's nvcc defines (`__CUDA_NO_HALF_*`) and the
     -O level (nvcc's last -O flag, capped at -O1; without one nvcc passes none, so -O0 overrides a C++ -O)."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
@@ -347,7 +347,7 @@ def host_defines_and_opt(build: "InlineBuild", cflags: str) -> str:
     return " ".join([f for f in COMMON_NVCC_FLAGS if f.startswith("-D")] + ([opt] if opt else []))
 
 
-def split_sources(build: "InlineBuild", folder: Path) -> list[Path] | None:
+def split_sources(build: InlineBuild, folder: Path) -> list[Path] | None:
     """Write the split units (cuda_split.py) beside main.cpp; None when the split is refused."""
     if (
         not all(SAFE_CUDA_FLAG.fullmatch(f) for f in build.extra_cuda_cflags)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from kernelzero.verify.judge import Judge
 
 
-def triton_compile_check(judge: "Judge", cand_path: Path) -> "Verdict | None":
+def triton_compile_check(judge: Judge, cand_path: Path) -> Verdict | None:
     """None when every launched kernel compiles for the target; else a compile_error verdict."""
     start = time.perf_counter()
     plan = plan_sandbox(judge.opts.sandbox_user, judge.opts.isolate_network)

@@ -92,9 +92,9 @@ def standby(spec: dict) -> int:
             host_mem_gb=spec["host_mem_gb"],
         )
         worker = started.worker
-        from kernelzero.verify.judge import judge_request  # torch loads here, while the worker starts
-
         import torch
+
+        from kernelzero.verify.judge import judge_request  # torch loads here, while the worker starts
 
         gpu = spec["on_gpu"] and torch.cuda.is_available()
         if gpu:

@@ -35,11 +35,11 @@ def _cache_path(directory: str, gpu: str) -> Path:
     return Path(directory) / (gpu.replace(" ", "_").replace("/", "_") + ".json")
 
 
-def _cache_key(judge: "Judge", kind: str) -> str:
+def _cache_key(judge: Judge, kind: str) -> str:
     return f"{task_hash(judge.task)}|{judge.opts.precision}|{kind}|{judge.opts.profile}|torch {torch.__version__}"
 
 
-def cached_baseline(judge: "Judge", kind: str) -> Timing | None:
+def cached_baseline(judge: Judge, kind: str) -> Timing | None:
     if not judge.opts.baselines_dir:
         return None
     path = _cache_path(judge.opts.baselines_dir, judge.device_name)
@@ -50,7 +50,7 @@ def cached_baseline(judge: "Judge", kind: str) -> Timing | None:
     return Timing(**entry["timing"]) if entry else None
 
 
-def store_baseline(judge: "Judge", kind: str, timing: Timing) -> None:
+def store_baseline(judge: Judge, kind: str, timing: Timing) -> None:
     if not judge.opts.baselines_dir:
         return
     path = _cache_path(judge.opts.baselines_dir, judge.device_name)
@@ -65,7 +65,7 @@ def store_baseline(judge: "Judge", kind: str, timing: Timing) -> None:
     tmp.replace(path)
 
 
-def _time_reference(judge: "Judge", fn, sets: list[list], order: list[int], host_check: bool) -> Timing | None:
+def _time_reference(judge: Judge, fn, sets: list[list], order: list[int], host_check: bool) -> Timing | None:
     def call(i: int) -> None:
         with torch.no_grad():
             fn(*sets[i])
@@ -73,7 +73,7 @@ def _time_reference(judge: "Judge", fn, sets: list[list], order: list[int], host
     return summarise(time_calls(call, order, judge.opts.warmup_calls, judge.device, host_check))
 
 
-def reference_timings(judge: "Judge", sets: list[list], order: list[int], host_check: bool) -> tuple:
+def reference_timings(judge: Judge, sets: list[list], order: list[int], host_check: bool) -> tuple:
     eager = cached_baseline(judge, "eager")
     if eager is None:
         eager = _time_reference(judge, judge.model, sets, order, host_check)
@@ -88,7 +88,7 @@ def reference_timings(judge: "Judge", sets: list[list], order: list[int], host_c
     return eager, compiled
 
 
-def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
+def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     """Time the candidate on rotating input sets, check their outputs, time the reference."""
     import time
 
@@ -153,7 +153,7 @@ def timed_comparison(judge: "Judge", worker: "WorkerProcess") -> Verdict:
     )
 
 
-def confirm_speedup(judge: "Judge", speedup: float) -> Verdict | None:
+def confirm_speedup(judge: Judge, speedup: float) -> Verdict | None:
     """Re-verify an implausible speedup in a fresh worker with more trials, sets and timed calls.
 
     None when the second run is correct and its speedup is at least half the first; else a

@@ -287,7 +287,9 @@ class WorkerProcess:
                 self.peak_rss = max(self.peak_rss, rss)
                 if rss > self.mem_limit:
                     self.kill()
-                    raise WorkerDied("oom", f"host memory over the limit ({rss / 2**30:.1f} GiB) during {what}")
+                    raise WorkerDied(
+                        "oom", f"host memory over the limit ({rss / 2**30:.1f} GiB) during {what}"
+                    ) from None
                 if time.monotonic() > deadline:
                     self.kill()
                     raise WorkerDied("timeout", f"no result from {what} within {timeout_s:.0f} s") from None

@@ -71,7 +71,7 @@ def view_extent(tensor: Any, name: str) -> Extent:
 
 
 def check_access(
-    ptrs: Any, mask: Any, kind: str, program_id: Any, guard_bytes: int, own: "Extent | None", state: "LaunchState"
+    ptrs: Any, mask: Any, kind: str, program_id: Any, guard_bytes: int, own: Extent | None, state: LaunchState
 ) -> None:
     """Raise OutOfBoundsError if an active lane of `ptrs` lies outside its own view (or, without one, all)."""
     addrs = np.asarray(ptrs.data).astype(np.uint64, copy=False)
@@ -94,10 +94,10 @@ def _describe(
     kind: str,
     bad: np.ndarray,
     n_active: int,
-    own: "Extent | None",
+    own: Extent | None,
     program_id: Any,
     guard_bytes: int,
-    state: "LaunchState",
+    state: LaunchState,
 ) -> str:
     where = f"argument '{own.name}'" if own is not None else "every tensor argument"
     pid = tuple(int(i) for i in program_id) if program_id is not None else "?"
@@ -114,7 +114,7 @@ def _describe(
     )
 
 
-def _nearest(addr: int, guard_bytes: int, state: "LaunchState") -> "Extent | None":
+def _nearest(addr: int, guard_bytes: int, state: LaunchState) -> Extent | None:
     best, best_gap = None, guard_bytes + 1
     for ext in state.extents:
         gap = ext.lo - addr if addr < ext.lo else max(0, addr - ext.hi + 1)

@@ -47,7 +47,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from kernelzero.verify.triton_bounds import LaunchState, OutOfBoundsError, check_access  # noqa: F401 (re-export)

@@ -213,9 +213,8 @@ class Worker:
         return outs
 
     def run(self, req: dict[str, Any]) -> None:
-        from kernelzero.verify.guards import output_problem
-
         from kernelzero.verify.cuda_ipc import IpcTensor
+        from kernelzero.verify.guards import output_problem
 
         lent = any(isinstance(x, IpcTensor) for x in req["inputs"])  # the judge reads those itself
         inputs = self._prepare(req["inputs"])

@@ -20,7 +20,8 @@ transformers samples with the global torch RNG, so a seeded call seeds it once p
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kernelzero.coder.backends.base import (
     Generation,

@@ -35,9 +35,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from http.client import HTTPException
-from typing import Any, Sequence
+from typing import Any
 
 from kernelzero.coder.backends.base import (
     Generation,

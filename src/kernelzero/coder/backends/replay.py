@@ -16,8 +16,8 @@ asked for gets what there is; the missing samples are listed in `missing` and `w
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kernelzero.coder.backends.base import Generation, GenRequest, OnDone, SamplingParams, check_requests
 

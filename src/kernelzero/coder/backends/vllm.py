@@ -17,7 +17,8 @@ generation_config.json.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kernelzero.coder.backends.base import (
     Generation,
