@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch  # noqa: E402
 
-from kernelzero.verify import channel  # noqa: E402
+from kernelzero.verify.sandbox import channel  # noqa: E402
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
 out="${OUT:-bench/out}"; mkdir -p "$out"
 python3 -c 'import torch, triton, sys; print(sys.version.split()[0], torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 id nobody; python3 - <<'PY'
-from kernelzero.verify.sandbox import plan_sandbox
+from kernelzero.verify.sandbox.process import plan_sandbox
 p = plan_sandbox("nobody", True); print("sandbox plan: uid", p.uid, "netns", p.netns, p.notes)
 PY
 for step in "$@"; do

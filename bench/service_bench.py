@@ -54,9 +54,9 @@ def _distinct(build, tag: str):
 def bench_builds(args) -> dict:
     import torch.utils.cpp_extension as ce
 
-    from kernelzero.verify.build_cache import BuildCache
-    from kernelzero.verify.cuda_build import build_extension, toolchain
-    from kernelzero.verify.cuda_capture import capture_load_inline
+    from kernelzero.verify.backends.cuda.build import build_extension, toolchain
+    from kernelzero.verify.backends.cuda.build_cache import BuildCache
+    from kernelzero.verify.backends.cuda.capture import capture_load_inline
 
     builds = []
     for fx in correct_fixtures("cuda"):
@@ -300,14 +300,14 @@ def bench_stages(args) -> dict:
 
 
 def bench_latency(args) -> dict:
-    """Time to first result of one Triton candidate at a time: a cold judge vs a standby one (service/standby.py).
+    """Time to first result of one Triton candidate at a time: a cold judge vs a standby one (verify/judge/standby.py).
 
     Per fixture: variant 0 cold (it also measures the task's eager baseline, kept in the baselines folder),
     variant 1 cold (unless --skip-cold), then one through a standby judge started `--ready-s` seconds before
     (an unrecorded first request starts the first one).
     """
-    from kernelzero.service.standby import Standby
     from kernelzero.verify import verify
+    from kernelzero.verify.judge.standby import Standby
 
     baselines = tempfile.mkdtemp(prefix="kz-baselines-")
     standby = Standby(1)

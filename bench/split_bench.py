@@ -29,9 +29,9 @@ ce._prepare_ldflags = functools.wraps(_ldflags)(
     lambda *a, **k: [f for f in _ldflags(*a, **k) if f not in ("-lc10_cuda", "-ltorch_cuda")]
 )
 
-from kernelzero.verify import cuda_build  # noqa: E402
-from kernelzero.verify.build_cache import BuildCache  # noqa: E402
-from kernelzero.verify.cuda_capture import InlineBuild  # noqa: E402
+from kernelzero.verify.backends.cuda import build as cuda_build  # noqa: E402
+from kernelzero.verify.backends.cuda.build_cache import BuildCache  # noqa: E402
+from kernelzero.verify.backends.cuda.capture import InlineBuild  # noqa: E402
 
 CPU_ONLY = {
     "#include <ATen/cuda/CUDAContext.h>": "",

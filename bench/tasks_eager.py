@@ -3,7 +3,7 @@
     PYTHONPATH=src python bench/tasks_eager.py kz-basic --out bench/tasks_kz_basic_h200.md
 
 Each task: the reference built in eval mode on cuda, 3 warm-up calls, 20 timed calls with the L2
-flushed before each (kernelzero.verify.timing), median and p10/p90 in ms. Then `check_tasks`
+flushed before each (kernelzero.verify.worker.timing), median and p10/p90 in ms. Then `check_tasks`
 (strict: a degenerate output fails) at the same sizes on cuda.
 """
 
@@ -19,7 +19,7 @@ import torch
 
 from kernelzero.tasks import CheckOptions, check_tasks, load_suite
 from kernelzero.tasks.module import load_reference
-from kernelzero.verify.timing import summarise, time_calls
+from kernelzero.verify.worker.timing import summarise, time_calls
 
 
 def eager_ms(task) -> tuple[float, float, float]:

@@ -25,10 +25,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelzero.types import STATUSES
+from kernelzero.types import POLICIES, STATUSES
 
 SPEED_BASELINES = ("eager", "compile")  # what a speedup is measured against: Verdict.speedup_<baseline>
-POLICIES = ("kernelbench", "strict")  # keys of a verdict record's "policies"
 DEFAULT_KS = (1, 5, 10)
 DEFAULT_PS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)  # KernelBench's reported thresholds
 

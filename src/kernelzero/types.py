@@ -198,3 +198,61 @@ def verdict_from_dict(data: dict) -> Verdict:
             data[key] = Timing(**data[key])
     data["notes"] = tuple(data.get("notes", ()))
     return Verdict(**data)
+
+
+# -- registries of the verifier's choices (data only: the CLI, the service and the metrics read them) -----------
+
+POLICIES = ("strict", "kernelbench")  # anti-cheat policies: strict forbids PyTorch compute inside forward
+PRECISIONS = ("fp32", "fp16", "bf16")  # dtypes of floating inputs and parameters
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A verification protocol: tolerances, seeds, mode and timing statistic (`PROFILES`)."""
+
+    name: str
+    fp32_tol: float  # atol = rtol for fp32 outputs (fp16/bf16: `low_precision_tol`)
+    low_precision_tol: float = 1e-2  # atol = rtol for fp16 and bf16
+    seed: int | None = None  # None: a secret random seed per run; else this fixed seed (inputs are predictable)
+    eval_mode: bool = True  # Model and ModelNew in eval mode
+    timed_calls: int = 30  # timed calls after warm-up
+    warmup_calls: int = 3  # untimed calls before timing
+    input_sets: int = 3  # distinct input sets the timed calls rotate over
+    statistic: str = "median"  # "median" or "mean" of the timed calls decides the speedup
+    host_check: bool = True  # time = max(event interval, host interval) (work hidden on other streams counts)
+    note: str = ""  # where the protocol comes from
+
+
+PROFILES = {
+    p.name: p
+    for p in (
+        Profile("default", fp32_tol=1e-2, note="KernelBench's original tolerance and the KernelZero paper's"),
+        Profile("strict", fp32_tol=1e-4, note="fp32 outputs within 1e-4"),
+        Profile(
+            "kernelbench",
+            fp32_tol=1e-4,
+            seed=42,
+            eval_mode=False,
+            timed_calls=100,
+            input_sets=1,
+            statistic="mean",
+            host_check=False,
+            note="KernelBench's current protocol (since its PR #80): fixed seed, no eval mode, mean of 100 calls",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A kernel language the verifier knows (`kernelzero.verify.backends.BACKENDS`).
+
+    Data only, so it travels in a verification request to the judge and worker processes. The language's
+    code lives in the package `package`, in modules with fixed names (see `verify/backends/__init__.py`).
+    """
+
+    name: str  # what users pass as --backend
+    package: str  # the package holding the language's modules, e.g. kernelzero.verify.backends.triton
+    kernel_hint: str  # what a candidate must contain (the `no_kernel` message names it)
+    without_gpu: str  # "interpret": the worker runs it through an interpreter; "compile": compile check only
+    build_stage: bool = False  # GPU-bound candidates are built on CPU cores before a GPU runner takes them

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelzero.coder.extract import extract_code
+from kernelzero.extract import extract_code
 
 CODE = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
 REFERENCE = "class Model(torch.nn.Module):\n    pass\n"
@@ -18,8 +18,8 @@ def fenced(body: str, label: str = "python") -> str:
 
 
 def test_verifier_import_path_is_the_same_function():
+    from kernelzero.extract import extract_code as from_verify_module
     from kernelzero.verify import extract_code as from_verify
-    from kernelzero.verify.extract import extract_code as from_verify_module
 
     assert from_verify is extract_code and from_verify_module is extract_code
 

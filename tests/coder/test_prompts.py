@@ -124,7 +124,7 @@ def test_triton_example_passes_the_verifier_on_cpu():
 def test_cuda_example_compiles():
     from kernelzero.tasks import load_suite
     from kernelzero.verify import options_for, verify
-    from kernelzero.verify.cuda_source import find_nvcc
+    from kernelzero.verify.backends.cuda.source import find_nvcc
 
     if find_nvcc() is None:
         pytest.skip("no nvcc here")

@@ -23,6 +23,7 @@ from kernelzero.tasks import load_suite, resize, select  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 GELU = (ROOT / "tests" / "kernels" / "correct" / "triton_gelu.py").read_text()
 TOKEN = "s3cret-token"
+SERVER = ("--option", "compile_check=false", "--option", "device=cpu")  # server-side options: clients cannot set them
 
 
 def _task():
@@ -38,7 +39,7 @@ def _free_port() -> int:
 def _start(db: Path, port: int, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), "--jobs", "2", *extra],
+        [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), *SERVER, *extra],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=open(db.with_suffix(".log"), "ab"),
@@ -82,7 +83,7 @@ def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serve")
     (tmp / "token").write_text(TOKEN + "\n")
     port = _free_port()
-    args = ("--token-file", str(tmp / "token"), "--max-body-mb", "0.25")
+    args = ("--jobs", "2", "--token-file", str(tmp / "token"), "--max-body-mb", "0.25")
     state = {"url": f"http://127.0.0.1:{port}", "db": tmp / "service.sqlite", "port": port, "args": args}
     state["proc"] = _start(state["db"], port, *args)
     yield state
@@ -92,15 +93,16 @@ def server(tmp_path_factory):
 def test_verify_through_the_client_and_metrics(server):
     server = server["url"]
     assert Client(server).health()["ok"] is True  # /healthz needs no token
+    assert _raw(server + "/healthz", token=None, method="HEAD")[0] == 200
     client = Client(server, token=TOKEN)
     task = _task()
     verdicts = client.verify_batch(
-        [(task, GELU, "triton", {"compile_check": False}), (task, "not python (", "triton", {"compile_check": False})],
+        [(task, GELU, "triton", {}), (task, "not python (", "triton", {"trials": 2})],
         timeout_s=120,
     )
     assert [v.status for v in verdicts] == ["correct", "format_error"]
     assert verdicts[0].task == "level1/21_GELU"
-    assert client.verify(task, "not python (", "triton", compile_check=False).status == "format_error"
+    assert client.verify(task, "not python (", "triton", profile="strict").status == "format_error"
     status, text = _raw(server + "/metrics")
     assert status == 200
     assert 'kernelzero_jobs{state="done"} 3' in text and 'kernelzero_jobs{state="queued"} 0' in text
@@ -123,10 +125,13 @@ def test_errors(server):
     assert err.value.code == 413
     with pytest.raises(ServiceError) as err:
         client.submit([(_task(), "x", "opencl")])
-    assert err.value.code == 422 and "unknown backend" in err.value.detail
+    assert err.value.code == 422 and "requests[0].backend" in err.value.detail
     with pytest.raises(ServiceError) as err:
         client.submit([(_task(), "x", "triton", {"no_such_option": 1})])
-    assert err.value.code == 422 and "no_such_option" in err.value.detail
+    assert err.value.code == 422 and "options.no_such_option" in err.value.detail
+    with pytest.raises(ServiceError) as err:
+        client.submit([(_task(), "x", "triton", {"compile_check": False})])  # server configuration only
+    assert err.value.code == 422 and "options.compile_check: not settable by clients" in err.value.detail
     with pytest.raises(ServiceError) as err:
         client.submit([{"task": {"name": "t"}, "candidate": "x", "backend": "triton"}])
     assert err.value.code == 422
@@ -157,7 +162,7 @@ def test_restart_after_sigkill_finishes_each_job_once(server):
         before = con.execute("SELECT id, completions, attempts, finished FROM jobs WHERE state = 'done'").fetchall()
         verdict_rows = con.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
     assert all(r[1] == 1 for r in before)  # with the whole module: the 3 jobs of the first test
-    [slow] = client.submit([(_task(), GELU, "triton", {"compile_check": False, "trials": 2})])  # a new request
+    [slow] = client.submit([(_task(), GELU, "triton", {"trials": 2})])  # a new request
     deadline = time.monotonic() + 30
     while client.job(slow)["state"] != "running":
         assert time.monotonic() < deadline

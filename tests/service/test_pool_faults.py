@@ -11,9 +11,9 @@ import pytest
 from procs import cmdline, process_tree
 
 from kernelzero.service.pool import PoolStats, VerifyRequest, verify_many
-from kernelzero.service.probe import probe_gpu
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.verify import options_for
+from kernelzero.verify.judge.probe import probe_gpu
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
@@ -25,11 +25,11 @@ def _request(tag=0) -> VerifyRequest:
 
 
 def _judges() -> list[int]:
-    """Pids of this process's children that are verification judges (`kernelzero.verify.launch`)."""
+    """Pids of this process's children that are verification judges (`kernelzero.verify.judge.launch`)."""
     return [
         pid
         for pid, parent in process_tree().items()
-        if parent == os.getpid() and "kernelzero.verify.launch" in cmdline(pid)
+        if parent == os.getpid() and "kernelzero.verify.judge.launch" in cmdline(pid)
     ]
 
 
@@ -71,7 +71,7 @@ def test_runner_killed_mid_job_is_retried_once_then_crash(kills, status):
 
 
 def test_a_crash_makes_the_next_holder_probe_and_a_failed_probe_refuses_the_gpu(tmp_path, monkeypatch):
-    import kernelzero.verify.lease as lease
+    import kernelzero.verify.judge.lease as lease
 
     monkeypatch.setattr(lease, "LOCK_DIR", tmp_path)
     with lease.gpu_lease("gpu-y"):
@@ -96,7 +96,7 @@ def test_probe_runs_in_a_fresh_process_and_reports_failures():
 def test_thread_safe_sandbox_argv_drops_inside_the_new_namespace(monkeypatch):
     import shutil
 
-    from kernelzero.verify.sandbox import SandboxPlan, thread_safe_argv
+    from kernelzero.verify.sandbox.process import SandboxPlan, thread_safe_argv
 
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/unshare")
     argv, kwargs = thread_safe_argv(["python3", "-c", "pass"], SandboxPlan(65534, 65534, True, []))

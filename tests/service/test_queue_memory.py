@@ -56,7 +56,8 @@ def test_a_thousand_queued_requests_are_persisted_and_memory_stays_bounded(tmp_p
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     log = open(tmp_path / "serve.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), "--jobs", "1"],
+        [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), "--jobs", "1"]
+        + ["--option", "compile_check=false"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log,
@@ -79,7 +80,7 @@ def test_a_thousand_queued_requests_are_persisted_and_memory_stays_bounded(tmp_p
         [warm] = client.wait(client.submit([(task, NO_KERNEL, "triton")]), timeout_s=120, poll_s=0.1)
         assert warm.status == "no_kernel"
         base = _rss_mb(proc.pid)
-        task_dict, opts = to_dict(task), {"compile_check": False, "trials": 1}
+        task_dict, opts = to_dict(task), {"trials": 1}
         ids, peak = [], base
         for start in range(0, N, PER_POST):
             batch = [

@@ -17,8 +17,9 @@ ray = pytest.importorskip("ray")
 
 from procs import cmdline, descendants, process_tree  # noqa: E402
 
+from kernelzero.service.contract import RETRIED  # noqa: E402
 from kernelzero.service.pool import VerifyRequest, verify_many  # noqa: E402
-from kernelzero.service.ray_pool import RETRIED, verify_many_ray  # noqa: E402
+from kernelzero.service.ray_pool import verify_many_ray  # noqa: E402
 from kernelzero.service.store import VerdictStore  # noqa: E402
 from kernelzero.tasks import load_suite, resize, select  # noqa: E402
 from kernelzero.verify import options_for  # noqa: E402
@@ -107,7 +108,7 @@ class _Killer(threading.Thread):
             for pid in descendants(os.getpid(), parents):
                 if not cmdline(pid).startswith("ray::VerifyRunner.verify"):
                     continue
-                judges = [j for j in descendants(pid, parents) if "kernelzero.verify.launch" in cmdline(j)]
+                judges = [j for j in descendants(pid, parents) if "kernelzero.verify.judge.launch" in cmdline(j)]
                 if judges and judges[0] not in seen:
                     seen.add(judges[0])
                     step = self.plan.pop(0)

@@ -6,8 +6,8 @@ import threading
 import pytest
 import torch
 
-from kernelzero.verify.channel import ChannelError, _write_frame, recv_msg, recv_obj, send_msg, send_obj
-from kernelzero.verify.compare import compare, same_inputs
+from kernelzero.verify.judge.compare import compare, same_inputs
+from kernelzero.verify.sandbox.channel import ChannelError, _write_frame, recv_msg, recv_obj, send_msg, send_obj
 
 
 def test_compare_statuses():
@@ -99,7 +99,7 @@ def test_closed_channel_is_an_error():
 
 
 def test_large_tensors_go_through_the_transfer_folder_both_ways(tmp_path):
-    from kernelzero.verify import channel
+    from kernelzero.verify.sandbox import channel
 
     (tmp_path / "in").mkdir()
     (tmp_path / "out").mkdir()

@@ -14,10 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.verify import pch
-from kernelzero.verify.build_cache import BuildCache
-from kernelzero.verify.cuda_build import EXTENSION_INCLUDE, build_extension, build_key, lighten, load_library, toolchain
-from kernelzero.verify.cuda_capture import InlineBuild
+from kernelzero.verify.backends.cuda import pch
+from kernelzero.verify.backends.cuda.build import (
+    EXTENSION_INCLUDE,
+    build_extension,
+    build_key,
+    lighten,
+    toolchain,
+)
+from kernelzero.verify.backends.cuda.build_cache import BuildCache
+from kernelzero.verify.backends.cuda.capture import InlineBuild
+from kernelzero.verify.backends.cuda.hook import load_library
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 MODULE = """
@@ -101,7 +108,7 @@ def test_worker_hook_loads_a_prebuilt_library_without_building(built, tmp_path):
         import sys
         sys.path.insert(0, {str(SRC)!r})
         import torch.utils.cpp_extension as ce
-        from kernelzero.verify.cuda_build import install_cache_hook
+        from kernelzero.verify.backends.cuda.hook import install_cache_hook
         install_cache_hook({str(cache.root)!r}, {str(private)!r})
         m = ce.load_inline("kz_triple", [{(MODULE % 0)!r}], no_implicit_headers=True)
         print("RESULT", m.triple(7))
@@ -116,7 +123,7 @@ def test_worker_hook_builds_privately_on_a_miss_and_raises_like_torch_on_errors(
         import sys
         sys.path.insert(0, {str(SRC)!r})
         import torch.utils.cpp_extension as ce
-        from kernelzero.verify.cuda_build import install_cache_hook
+        from kernelzero.verify.backends.cuda.hook import install_cache_hook
         install_cache_hook({str(tmp_path / "shared")!r}, {str(tmp_path / "private")!r})
         try:
             ce.load_inline("kz_broken", ["int f( {{"], no_implicit_headers=True)

@@ -1,4 +1,4 @@
-"""CUDA IPC between judge and worker (verify/cuda_ipc.py, channel.py).
+"""CUDA IPC between judge and worker (verify/sandbox/cuda_ipc.py, channel.py).
 
 CPU: the judge parses a worker's GPU tensor specs strictly and opens nothing while parsing.
 GPU (marker `gpu`): a real second process opens what the judge lends and lends its outputs back; the
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelzero.verify.channel import ChannelError, _write_frame, recv_msg
+from kernelzero.verify.sandbox.channel import ChannelError, _write_frame, recv_msg
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -35,7 +35,7 @@ def _recv(payload: bytes):
 
 
 def test_gpu_tensor_spec_is_parsed_not_opened():
-    from kernelzero.verify.cuda_ipc import IpcRef
+    from kernelzero.verify.sandbox.cuda_ipc import IpcRef
 
     spec = {"_tensors": [["float32", [2, 2], {"ipc": "ab" * 64, "offset": 512}]], "ok": True}
     header, tensors = _recv(json.dumps(spec).encode())
@@ -63,7 +63,7 @@ def test_malformed_gpu_tensor_specs_are_rejected(where):
 CHILD = r"""
 import json, sys, ctypes
 import torch
-from kernelzero.verify import cuda_ipc
+from kernelzero.verify.sandbox import cuda_ipc
 lent = cuda_ipc.IpcTensor(bytes.fromhex(sys.argv[1]), int(sys.argv[2]), "float32", (1024,))
 x = cuda_ipc.open_lent(lent)
 base, size = ctypes.c_uint64(), ctypes.c_size_t()
@@ -92,7 +92,7 @@ def _child(handle: bytes, offset: int):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_lent_inputs_and_exported_outputs_cross_processes():
-    from kernelzero.verify.cuda_ipc import Arena, IpcError, IpcRef, fetch
+    from kernelzero.verify.sandbox.cuda_ipc import Arena, IpcError, IpcRef, fetch
 
     arena = Arena()
     pad = torch.zeros(100, device="cuda")  # a first tensor, so the probed one sits at an offset

@@ -1,4 +1,4 @@
-"""Tests of verify/cuda_source.py: capturing `load_inline` calls and compile-checking CUDA sources without a GPU.
+"""Tests of verify/backends/cuda/source.py: capturing `load_inline` calls and compile-checking CUDA sources without a GPU.
 
 Run: `PYTHONPATH=src .venv/bin/python -m pytest tests/verify/test_cuda_source.py -q`
 Compile tests need nvcc (CUDA_HOME, CUDA_PATH, PATH or /usr/local/cuda) and skip without it. The one
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.verify.cuda_source import (
+from kernelzero.verify.backends.cuda.source import (
     LOG_LIMIT,
     TRACEBACK_LIMIT,
     CaptureError,

@@ -1,4 +1,4 @@
-"""The host/device split of a CUDA source (verify/cuda_split.py): what it produces and what it refuses.
+"""The host/device split of a CUDA source (verify/backends/cuda/split.py): what it produces and what it refuses.
 
 Text only (fast). Compiling the split units: tests/verify/test_cuda_build.py and the GPU fixtures.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.verify.cuda_split import Refused, split_cuda
+from kernelzero.verify.backends.cuda.split import Refused, split_cuda
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +128,7 @@ def test_device_units_of_the_fixtures_compile_with_nvcc_and_no_torch(tmp_path):
     """The device unit stands alone: nvcc compiles it with no torch include path (a few seconds each)."""
     import subprocess
 
-    from kernelzero.verify.cuda_source import find_nvcc
+    from kernelzero.verify.backends.cuda.source import find_nvcc
 
     nvcc = find_nvcc()
     if not nvcc:
@@ -156,8 +156,8 @@ def test_device_units_of_the_fixtures_compile_with_nvcc_and_no_torch(tmp_path):
 
 
 def test_host_code_gets_nvccs_defines_and_at_most_O1():
-    from kernelzero.verify.cuda_capture import InlineBuild
-    from kernelzero.verify.cuda_split import host_defines_and_opt
+    from kernelzero.verify.backends.cuda.capture import InlineBuild
+    from kernelzero.verify.backends.cuda.split import host_defines_and_opt
 
     def flags(cuda_flags: tuple[str, ...], cflags: str = "-fPIC") -> list[str]:
         build = InlineBuild(

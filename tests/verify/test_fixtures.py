@@ -140,7 +140,7 @@ def _cuda_cpu_selected() -> list[fx.Fixture]:
 @pytest.mark.slow
 @pytest.mark.parametrize("f", _cuda_cpu_selected(), ids=_ids(_cuda_cpu_selected()))
 def test_cuda_fixture_cpu(f: fx.Fixture):
-    from kernelzero.verify.cuda_source import find_nvcc
+    from kernelzero.verify.backends.cuda.source import find_nvcc
 
     if f.expect_cpu in ("compiled", "compile_error") and not find_nvcc():
         pytest.skip("no nvcc here")

@@ -1,4 +1,4 @@
-"""Tests for kernelzero.verify.triton_compile: compiling every launch for sm_90 without a GPU.
+"""Tests for kernelzero.verify.backends.triton.compile: compiling every launch for sm_90 without a GPU.
 
 The stub driver is process-wide and non-interpreted ``@triton.jit`` needs its source in a file, so
 the candidate below is written to a .py file and all scenarios run in one fresh subprocess
@@ -91,7 +91,7 @@ SCENARIOS = r"""
 import dataclasses, importlib.util, json, os, sys
 from pathlib import Path
 from triton.runtime.driver import driver
-from kernelzero.verify.triton_compile import compile_launches
+from kernelzero.verify.backends.triton.compile import compile_launches
 
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
 candidate = importlib.util.module_from_spec(spec)

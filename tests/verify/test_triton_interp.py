@@ -1,4 +1,4 @@
-"""Tests for kernelzero.verify.triton_interp: bounds checks, device asserts, launch counts, bf16 flag.
+"""Tests for kernelzero.verify.backends.triton.interp: bounds checks, device asserts, launch counts, bf16 flag.
 
 The interpreter is chosen when ``@triton.jit`` runs and the guards patch process-wide state, so all
 kernel scenarios run in one fresh subprocess with ``TRITON_INTERPRET=1`` (one import of torch+triton);
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelzero.verify.triton_interp import padded_clone
+from kernelzero.verify.backends.triton.interp import padded_clone
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -28,8 +28,8 @@ from pathlib import Path
 import torch, triton
 import triton.language as tl
 from triton.runtime import interpreter
-from kernelzero.verify import triton_interp
-from kernelzero.verify.triton_interp import install_guards, padded_clone as P
+from kernelzero.verify.backends.triton import interp as triton_interp
+from kernelzero.verify.backends.triton.interp import install_guards, padded_clone as P
 
 results = {}
 

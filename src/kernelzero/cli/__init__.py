@@ -10,12 +10,22 @@ import argparse
 import sys
 
 from kernelzero.cli import eval as eval_cmd
+from kernelzero.cli import proposer as proposer_cmd
 from kernelzero.cli import report as report_cmd
 from kernelzero.cli import serve as serve_cmd
 from kernelzero.cli import tasks as tasks_cmd
+from kernelzero.cli import train as train_cmd
 from kernelzero.cli import verify as verify_cmd
 
-COMMANDS = {"tasks": tasks_cmd, "verify": verify_cmd, "eval": eval_cmd, "report": report_cmd, "serve": serve_cmd}
+COMMANDS = {
+    "tasks": tasks_cmd,
+    "verify": verify_cmd,
+    "eval": eval_cmd,
+    "report": report_cmd,
+    "serve": serve_cmd,
+    "train": train_cmd,
+    "proposer": proposer_cmd,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

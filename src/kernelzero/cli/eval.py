@@ -21,6 +21,8 @@ from rich.console import Console
 from kernelzero.cli.tasks import add_selection_args
 from kernelzero.evaluation.run import EvalConfig, run_eval
 from kernelzero.tasks.sizes import parse_sizes
+from kernelzero.types import PROFILES
+from kernelzero.verify.backends import BACKENDS
 
 DEFAULT_REPLAY = Path(__file__).resolve().parents[1] / "data" / "kz_basic_replay.jsonl"
 
@@ -31,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument(
         "--model", help=f"openai:MODEL, hf:PATH, vllm:PATH or replay:FILE (default: replay of {DEFAULT_REPLAY.name})"
     )
-    p.add_argument("--backend", choices=("triton", "cuda"))
+    p.add_argument("--backend", choices=tuple(BACKENDS))
     p.add_argument("-n", "--samples", type=int, help="samples per task (default 1)")
     p.add_argument("--out", help="run folder (default runs/<suite>-<model>-<backend>)")
     p.add_argument("--temperature", type=float)
@@ -39,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--concurrency", type=int, help="requests in flight (openai)")
-    p.add_argument("--profile", choices=("default", "strict", "kernelbench"))
+    p.add_argument("--profile", choices=tuple(PROFILES))
     p.add_argument("--device", choices=("auto", "cuda", "cpu"))
     p.add_argument(
         "--jobs",

@@ -1,18 +1,34 @@
 """`kernelzero serve`: the verification service over HTTP (FastAPI + uvicorn).
 
-    kernelzero serve --host 127.0.0.1 --port 8765 --db service.sqlite --jobs 2 --token-file token.txt
+    kernelzero serve --host 127.0.0.1 --port 8765 --db service.sqlite --jobs 2 --token-file token.txt \\
+        --option device=cpu --option compile_check=false
 
 Jobs and verdicts live in one SQLite file (`--db`: tables `jobs` and `verdicts`), so a restart,
-even after SIGKILL, loses no job and verifies no finished job again. Routes: kernelzero.service.http.
-Also runs as `python -m kernelzero.cli.serve ...`.
+even after SIGKILL, loses no job and verifies no finished job again. Routes: kernelzero.service.http;
+what clients may send: kernelzero.service.schema. `--option NAME=VALUE` sets the server's own verifier
+options (any VerifyOptions field; the value is read as JSON, else as a string): sandbox, device, limits
+and the rest that clients may not set.
+
+No leftovers: every temp folder of the server, its judges and their workers lies under one folder of
+its own (`$TMPDIR/kz-serve-PID`, made the TMPDIR its children inherit). A small reaper process, started
+in its own session and holding the read end of a pipe whose write end only the server holds, wakes when
+the server is gone however it ended (SIGKILL included): it ends any process still working in that folder,
+removes the folder and the shared-memory transfer folders of dead judges, and exits. A server that finds
+a `kz-serve-PID` folder of a dead server removes it. Also runs as `python -m kernelzero.cli.serve ...`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 from kernelzero.service.store import default_path
@@ -36,6 +52,118 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=2, help="verifications side by side")
     p.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body accepted (MiB)")
+    p.add_argument("--max-queued", type=int, default=100_000, help="queued jobs at most; more get 429")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server-side verifier option (VerifyOptions field), e.g. device=cpu; repeatable",
+    )
+
+
+def server_options(items: list[str]) -> dict:
+    """`NAME=VALUE` items as VerifyOptions overrides (VALUE read as JSON, else kept as a string)."""
+    options = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--option wants NAME=VALUE, got {item!r}")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    return options
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _sweep(base: Path, pattern: str) -> None:
+    """Remove folders `<prefix>-PID-...` or `<prefix>-PID` under `base` whose process is gone."""
+    for stale in base.glob(pattern):
+        pid = stale.name.split("-")[2] if stale.name.count("-") >= 2 else ""
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def private_tmp() -> Path:
+    """This server's temp folder, made the TMPDIR of the process and of everything it starts."""
+    base = Path(tempfile.gettempdir())
+    _sweep(base, "kz-serve-*")
+    root = base / f"kz-serve-{os.getpid()}"
+    shutil.rmtree(root, ignore_errors=True)  # a dead server's, whose pid this one got
+    root.mkdir(mode=0o711)
+    root.chmod(0o711)  # a sandboxed worker's user must reach its own folder inside
+    os.environ["TMPDIR"] = str(root)
+    tempfile.tempdir = str(root)
+    return root
+
+
+def start_reaper(root: Path) -> int:
+    """Start the reaper of `root` (see the module docstring); return the pipe end the server keeps open."""
+    read_end, write_end = os.pipe()  # not inherited by the server's other children (PEP 446)
+    subprocess.Popen(
+        [sys.executable, "-m", "kernelzero.cli.serve", "--reap", str(root)],
+        stdin=read_end,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # outside the server's group and session: a kill of those spares it
+    )
+    os.close(read_end)
+    return write_end
+
+
+def _working_in(root: Path) -> list[int]:
+    """Processes (other than this one) whose command line, working folder or TMPDIR lies in `root`."""
+    found, mark = [], str(root)
+    for proc in Path("/proc").glob("[0-9]*"):
+        pid = int(proc.name)
+        if pid == os.getpid():
+            continue
+        try:
+            if mark in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(pid)
+                continue
+        except OSError:
+            continue
+        for name in ("cwd", "environ"):
+            try:
+                where = os.readlink(proc / name) if name == "cwd" else (proc / name).read_bytes().decode("latin-1")
+            except OSError:  # another user's, or gone
+                continue
+            if mark in where:
+                found.append(pid)
+                break
+    return found
+
+
+def reap(root: Path, grace_s: float = 5.0) -> int:
+    """The reaper: wait for the server to be gone, then leave nothing of it behind."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the server
+    sys.stdin.buffer.read()  # returns at end of file: the server has exited or was killed
+    deadline = time.monotonic() + grace_s
+    while (left := _working_in(root)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # judges and workers end on their own death signals first
+    for _ in range(50):
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.1)
+        left = _working_in(root)
+    shutil.rmtree(root, ignore_errors=True)
+    _sweep(Path("/dev/shm"), "kz-xfer-*-*")
+    _sweep(Path(tempfile.gettempdir()), "kz-xfer-*-*")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         from kernelzero.service.http import create_app
     except ImportError as exc:
         raise ValueError(f"kernelzero serve needs fastapi and uvicorn ({exc}); pip install fastapi uvicorn") from None
-    from kernelzero.service.jobs import JobQueue, Worker
+    from kernelzero.service.jobs import JobQueue, JobRunner
     from kernelzero.service.store import VerdictStore
 
     token = None
@@ -59,22 +187,30 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    queue = JobQueue(args.db)  # puts jobs a killed server left running back to queued
-    worker = Worker(queue, jobs=args.jobs, store=VerdictStore(args.db)).start()
+    options = server_options(args.option)
+    db = args.db.resolve()
+    root = private_tmp()
+    keep = start_reaper(root)
+    queue = JobQueue(db, max_queued=args.max_queued)  # puts jobs a killed server left running back to queued
+    runner = JobRunner(queue, jobs=args.jobs, store=VerdictStore(db), options=options).start()
     app = create_app(queue, token=token, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
     print(
-        f"kernelzero serve: http://{args.host}:{args.port} db={args.db} jobs={args.jobs} pid={os.getpid()}",
+        f"kernelzero serve: http://{args.host}:{args.port} db={db} jobs={args.jobs} pid={os.getpid()} tmp={root}",
         file=sys.stderr,
         flush=True,
     )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:
-        worker.stop(timeout=5)
+        runner.stop(timeout=5)
+        os.close(keep)  # the reaper removes what is left once this process is gone
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--reap"]:
+        return reap(Path(argv[1]))
     parser = argparse.ArgumentParser(prog="kernelzero serve", description="the verification service over HTTP")
     _arguments(parser)
     args = parser.parse_args(argv)

@@ -19,17 +19,17 @@ from rich.console import Console
 
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.tasks.sizes import parse_sizes
-from kernelzero.types import Task, to_dict
+from kernelzero.types import PRECISIONS, PROFILES, Task, to_dict
 from kernelzero.verify import options_for, verify
-from kernelzero.verify.options import PRECISIONS, PROFILES
+from kernelzero.verify.backends import BACKENDS
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="verify one candidate kernel against a task")
     p.add_argument("task", help="a task .py file, or SUITE:NAME")
     p.add_argument("candidate", type=Path, help="candidate .py file or a saved completion")
-    p.add_argument("--backend", choices=("cuda", "triton"), required=True)
-    p.add_argument("--profile", choices=PROFILES, default="default")
+    p.add_argument("--backend", choices=tuple(BACKENDS), required=True)
+    p.add_argument("--profile", choices=tuple(PROFILES), default="default")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32")
     p.add_argument("--trials", type=int, help="correctness trials (default 5)")
     p.add_argument("--atol", type=float)

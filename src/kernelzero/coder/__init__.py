@@ -10,8 +10,8 @@ models and cuts code out of their answers.
 from __future__ import annotations
 
 from kernelzero.coder.backends import Generation, GenRequest, SamplingParams, load_backend
-from kernelzero.coder.extract import extract_code
 from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
+from kernelzero.extract import extract_code
 
 __all__ = [
     "PROMPT_VERSIONS",

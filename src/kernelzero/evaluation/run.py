@@ -33,9 +33,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kernelzero.coder.backends import load_backend
 from kernelzero.coder.backends.base import Generation, GenRequest, SamplingParams
-from kernelzero.coder.extract import extract_code
 from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
 from kernelzero.evaluation.jsonl import JsonlLog
+from kernelzero.extract import extract_code
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.store import VerdictStore
 from kernelzero.tasks import load_suite, resize, select, task_hash

@@ -1,7 +1,7 @@
 """A client of the verification service (`kernelzero serve`), standard library only.
 
 client = Client("http://127.0.0.1:8765", token=None)
-verdict = client.verify(task, completion, "triton", compile_check=False)      # submit, poll, Verdict
+verdict = client.verify(task, completion, "triton", trials=3)                  # submit, poll, Verdict
 verdicts = client.verify_batch([(task, completion, "triton", {}), ...])       # one POST, in order
 ids = client.submit([(task, completion, "triton", {"profile": "strict"})])
 client.result(ids[0])     # None while queued or running, else the Verdict
@@ -106,5 +106,5 @@ class Client:
     def verify(
         self, task: Task | dict, candidate: str, backend: str, timeout_s: float = 900.0, poll_s: float = 0.5, **options
     ) -> Verdict:
-        """Verify one candidate through the service (VerifyOptions overrides as keywords)."""
+        """Verify one candidate through the service (client options as keywords: service/schema.CLIENT_OPTIONS)."""
         return self.verify_batch([request_dict(task, candidate, backend, options)], timeout_s, poll_s)[0]

@@ -1,30 +1,38 @@
-"""A durable job queue for the verification service, in SQLite, and the worker that drains it.
+"""A durable job queue for the verification service, in SQLite, and the runner that drains it.
 
     queue = JobQueue("service.sqlite")                     # table `jobs`, beside the store's `verdicts`
     ids = queue.submit([{"task": to_dict(task), "candidate": src, "backend": "triton", "options": {}}])
-    worker = Worker(queue, jobs=2, store=VerdictStore("service.sqlite")).start()
+    runner = JobRunner(queue, jobs=2, store=VerdictStore("service.sqlite"), options={"device": "cpu"}).start()
     queue.get(ids[0])   # {"id": 1, "state": "queued" | "running" | "done" | "failed", "verdict": {...} | None, ...}
 
-A job row holds its request as JSON (the task as `to_dict(Task)`, the candidate, the backend, the
-verifier option overrides as a dict), its state and, once done, the verdict as JSON. States:
+A job row holds its request as validated JSON (service/schema.py: the task, the candidate, the backend
+and the client's options, which are only those of the allowlist), its state and, once done, the verdict.
+The runner adds the server's own options (`options`: sandbox, device, limits, ...) when it verifies.
 
-- queued: waiting; running: claimed by a worker; done: the verdict is stored and never recomputed;
-- failed: the verifier itself raised (a bug in kernelzero, not a candidate fault); `error` says why.
+- queued: waiting; running: claimed by the runner; done: the verdict is stored and never recomputed;
+- failed: verifying this job raised (a kernelzero fault, or a task the verifier cannot run); `error` says why.
 
-`JobQueue(path)` puts jobs left `running` by a killed server back to `queued` when the server opens
-it (`recover()`), so a restart loses nothing; a done job is never claimed again, and a job whose
-verification finished before the kill but was not yet marked done is answered from the verdict
-store instead of being verified again. `finish()` only moves a job from running to done, so a job
-completes once (`completions` counts it).
+Guarantees (each tested in tests/service/):
+- Isolation: when a verification raises, the pool's stream ends; the runner then verifies each request
+  that was in flight alone (the others' verdicts were stored meanwhile and come back from the store), so
+  only the one that raises is failed; a job that got its verdict is never marked failed (`fail` only moves
+  a running job).
+- Coalescing: identical requests in flight (the same validated request) share one verification.
+- Restart: `JobQueue(path)` puts jobs left `running` by a killed server back to `queued` (`recover()`); a
+  done job is never claimed again, and one whose verdict was stored before the kill is answered from the
+  verdict store; `finish()` only moves a job from running to done, so a job completes once.
+- Readable records: verdicts are stored and returned with non-finite floats as null, texts as valid UTF-8.
 
-The worker pulls jobs from SQLite a few at a time (`batch`), never the whole queue, and feeds them
-to `kernelzero.service.pool.verify_many`, which keeps at most `2 * jobs` in flight.
+The runner pulls jobs from SQLite a few at a time (`batch`), never the whole queue, and feeds them to
+`kernelzero.service.pool.verify_many`, which keeps at most `2 * jobs` in flight.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -32,9 +40,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kernelzero.service.pool import VerifyRequest, verify_many
+from kernelzero.service.schema import BodyError, RequestIn, parse_request
 from kernelzero.service.store import VerdictStore
 from kernelzero.types import Task, Verdict, from_dict, to_dict
-from kernelzero.verify.options import BACKENDS, VerifyOptions, options_for
+from kernelzero.verify import options_for
 
 log = logging.getLogger(__name__)
 
@@ -57,47 +66,47 @@ CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);
 """
 
 
-def check_request(request: dict) -> tuple[Task, str, str, VerifyOptions]:
-    """Validate one request dict; return its parts. Raises ValueError with a clear message."""
-    if not isinstance(request, dict):
-        raise ValueError("a request must be an object")
-    unknown = set(request) - {"task", "candidate", "backend", "options"}
-    if unknown:
-        raise ValueError(f"unknown request field(s) {sorted(unknown)}")
-    backend = request.get("backend")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    candidate = request.get("candidate")
-    if not isinstance(candidate, str):
-        raise ValueError("candidate must be a string")
-    raw_task = request.get("task")
-    if not isinstance(raw_task, dict):
-        raise ValueError("task must be an object with the fields of kernelzero.types.Task")
-    try:
-        task = from_dict(Task, raw_task)
-    except TypeError as exc:
-        raise ValueError(f"task: {exc}") from None
-    if not isinstance(task.name, str) or not isinstance(task.source, str):
-        raise ValueError("task.name and task.source must be strings")
-    options = request.get("options") or {}
-    if not isinstance(options, dict):
-        raise ValueError("options must be an object of VerifyOptions overrides")
-    try:
-        opts = options_for(**options)
-    except TypeError as exc:
-        raise ValueError(f"options: {exc}") from None
-    return task, candidate, backend, opts
+def json_safe(value):
+    """`value` with non-finite floats as None and strings as valid UTF-8 (what JSON and SQLite accept)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def stored_request(request: RequestIn) -> dict:
+    """The validated request as the queue keeps it (the client's options only, unset ones left out)."""
+    return {
+        "task": request.task.model_dump(),
+        "candidate": request.candidate,
+        "backend": request.backend,
+        "options": request.options.overrides(),
+    }
+
+
+def coalesce_key(request: dict) -> str:
+    """Identical stored requests have the same key (sha256 of their canonical JSON)."""
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
 class JobQueue:
-    """Verification jobs in one SQLite file (WAL), shared by the HTTP handlers and the worker thread."""
+    """Verification jobs in one SQLite file (WAL), shared by the HTTP handlers and the runner thread.
 
-    def __init__(self, path: str | Path, timeout_s: float = 60.0, recover: bool = True):
+    `max_queued`: submit refuses (BodyError 429) a batch that would put more jobs than this in the queue.
+    """
+
+    def __init__(self, path: str | Path, timeout_s: float = 60.0, recover: bool = True, max_queued: int = 100_000):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
+        self.max_queued = max_queued
         self._local = threading.local()
-        self.wake = threading.Event()  # set on submit so an idle worker starts at once
+        self.wake = threading.Event()  # set on submit so an idle runner starts at once
         db = self._connect()
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SCHEMA)
@@ -116,22 +125,26 @@ class JobQueue:
         """Put jobs left `running` (by a killed server) back to `queued`; return how many."""
         return self._connect().execute("UPDATE jobs SET state = 'queued' WHERE state = 'running'").rowcount
 
-    def submit(self, requests: list[dict]) -> list[int]:
-        """Validate and enqueue requests (all or none); return their job ids in order."""
+    def submit(self, requests: list[dict | RequestIn]) -> list[int]:
+        """Validate and enqueue requests (all or none); return their job ids in order.
+
+        Raises BodyError (a ValueError): 422 naming the request and field that does not validate, 429 when full.
+        """
+        rows = []
         for i, request in enumerate(requests):
             try:
-                check_request(request)
-            except ValueError as exc:
-                raise ValueError(f"request {i}: {exc}") from None
+                parsed = request if isinstance(request, RequestIn) else parse_request(request)
+            except BodyError as exc:
+                raise BodyError(exc.code, f"request {i}: {exc.detail}") from None
+            rows.append(json.dumps(stored_request(parsed)))
         db, now = self._connect(), time.time()
-        ids = []
         db.execute("BEGIN IMMEDIATE")
         try:
-            for request in requests:
-                cur = db.execute(
-                    "INSERT INTO jobs (request, state, created) VALUES (?, 'queued', ?)", (json.dumps(request), now)
-                )
-                ids.append(cur.lastrowid)
+            queued = db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'queued'").fetchone()[0]
+            if queued + len(rows) > self.max_queued:
+                raise BodyError(429, f"the queue is full ({queued} jobs wait, at most {self.max_queued}); retry later")
+            insert = "INSERT INTO jobs (request, state, created) VALUES (?, 'queued', ?)"
+            ids = [db.execute(insert, (row, now)).lastrowid for row in rows]
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -164,33 +177,27 @@ class JobQueue:
         cur = self._connect().execute(
             "UPDATE jobs SET state = 'done', status = ?, verdict = ?, finished = ?, completions = completions + 1 "
             "WHERE id = ? AND state = 'running'",
-            (verdict.status, json.dumps(to_dict(verdict)), time.time(), job_id),
+            (verdict.status, json.dumps(json_safe(to_dict(verdict)), allow_nan=False), time.time(), job_id),
         )
         return cur.rowcount == 1
 
     def fail(self, job_id: int, error: str) -> bool:
+        """Mark a running job failed; False if it was not running (a done job is never failed)."""
         cur = self._connect().execute(
             "UPDATE jobs SET state = 'failed', error = ?, finished = ? WHERE id = ? AND state = 'running'",
-            (error[-2000:], time.time(), job_id),
+            (json_safe(error[-2000:]), time.time(), job_id),
         )
         return cur.rowcount == 1
 
     def get(self, job_id: int) -> dict | None:
         """{"id", "state", "status", "verdict" (a dict or None), "error", "attempts", "created", "finished"}."""
-        row = (
-            self._connect()
-            .execute(
-                "SELECT id, state, status, verdict, error, attempts, created, finished FROM jobs WHERE id = ?",
-                (job_id,),
-            )
-            .fetchone()
-        )
+        keys = ("id", "state", "status", "verdict", "error", "attempts", "created", "finished")
+        row = self._connect().execute(f"SELECT {', '.join(keys)} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             return None
-        keys = ("id", "state", "status", "verdict", "error", "attempts", "created", "finished")
         job = dict(zip(keys, row))
         job["verdict"] = json.loads(job["verdict"]) if job["verdict"] else None
-        return job
+        return json_safe(job)  # rows written before values were made safe read back too
 
     def counts(self) -> dict[str, int]:
         """Jobs per state (every state present, zeros included)."""
@@ -199,30 +206,38 @@ class JobQueue:
 
     def status_counts(self) -> dict[str, int]:
         """Verdicts of done jobs per status."""
-        rows = (
-            self._connect().execute("SELECT status, COUNT(*) FROM jobs WHERE state = 'done' GROUP BY status").fetchall()
-        )
-        return dict(rows)
+        rows = self._connect().execute("SELECT status, COUNT(*) FROM jobs WHERE state = 'done' GROUP BY status")
+        return dict(rows.fetchall())
 
 
-class Worker:
-    """A daemon thread that verifies queued jobs through `verify_many` (`jobs` at a time)."""
+class JobRunner:
+    """A daemon thread that verifies queued jobs through `verify_many` (`jobs` at a time).
+
+    `options`: the server's VerifyOptions overrides (sandbox, device, limits, ...), under the client's own.
+    `verifications` counts the verifications started (coalesced jobs share one).
+    """
 
     def __init__(
         self,
         queue: JobQueue,
         jobs: int = 2,
         store: VerdictStore | None = None,
+        options: dict | None = None,
         batch: int | None = None,
         idle_s: float = 1.0,
     ):
         self.queue, self.jobs, self.store = queue, max(1, jobs), store
+        self.options = dict(options or {})
+        options_for(**self.options)  # a bad server configuration fails here, not in every job
         self.batch = batch or self.jobs
         self.idle_s = idle_s
+        self.verifications = 0
+        self.inflight: dict[str, list[int]] = {}  # coalesce key -> ids of the jobs waiting for its verdict
+        self.requests: dict[str, VerifyRequest] = {}  # coalesce key -> its request, while in flight
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="kz-verify-worker", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="kz-job-runner", daemon=True)
 
-    def start(self) -> Worker:
+    def start(self) -> JobRunner:
         self._thread.start()
         return self
 
@@ -231,39 +246,74 @@ class Worker:
         self.queue.wake.set()
         self._thread.join(timeout)
 
-    def _requests(self, claimed: set[int]) -> Iterator[VerifyRequest]:
-        """Queued jobs as requests, claimed `batch` at a time while verify_many asks; ends when none is queued."""
+    def _request(self, job_id: int, request: dict, key: str) -> VerifyRequest | None:
+        """The job's VerifyRequest with the server's options; None (the job failed) if it no longer validates."""
+        try:
+            parsed = parse_request(request)
+            task = from_dict(Task, parsed.task.model_dump())
+            opts = options_for(**{**self.options, **parsed.options.overrides()})
+        except (ValueError, TypeError) as exc:  # validated on submit: only a changed kernelzero gets here
+            self.queue.fail(job_id, f"invalid request: {exc}")
+            return None
+        return VerifyRequest(task, parsed.candidate, parsed.backend, opts, tag=key)
+
+    def _pending(self) -> Iterator[VerifyRequest]:
+        """Queued jobs as requests, claimed `batch` at a time while verify_many asks; ends when none is queued.
+        A job identical to one in flight joins it instead of being verified again."""
         while not self._stop.is_set():
             rows = self.queue.claim(self.batch)
             if not rows:
                 return
             for job_id, request in rows:
-                claimed.add(job_id)
-                try:
-                    task, candidate, backend, opts = check_request(request)
-                except ValueError as exc:  # validated on submit; only a changed kernelzero gets here
-                    self.queue.fail(job_id, f"invalid request: {exc}")
-                    claimed.discard(job_id)
+                key = coalesce_key(request)
+                if key in self.inflight:
+                    self.inflight[key].append(job_id)
                     continue
-                yield VerifyRequest(task, candidate, backend, opts, tag=job_id)
+                req = self._request(job_id, request, key)
+                if req is not None:
+                    self.inflight[key], self.requests[key] = [job_id], req
+                    self.verifications += 1
+                    yield req
+
+    def _finish(self, key: str, verdict: Verdict) -> int:
+        self.requests.pop(key, None)
+        return sum(self.queue.finish(job_id, verdict) for job_id in self.inflight.pop(key, []))
 
     def run_once(self) -> int:
         """Verify jobs until none is queued; return how many finished."""
-        claimed: set[int] = set()
         finished = 0
         try:
-            for req, verdict in verify_many(self._requests(claimed), jobs=self.jobs, store=self.store):
-                self.queue.finish(req.tag, verdict)
-                claimed.discard(req.tag)
-                finished += 1
-        except Exception as exc:  # the verifier raised (a kernelzero bug): fail what was in flight, keep serving
-            log.exception("verification failed")
-            for job_id in claimed:
-                self.queue.fail(job_id, f"the verifier raised {type(exc).__name__}: {exc}")
+            for req, verdict in verify_many(self._pending(), jobs=self.jobs, store=self.store):
+                finished += self._finish(req.tag, verdict)
+        except Exception as exc:  # one request made the verifier raise: find it, keep the others
+            left = len(self.requests)
+            log.warning("a verification raised %s; verifying the %d in flight one by one", type(exc).__name__, left)
+            finished += self._isolate()
+        return finished
+
+    def _isolate(self) -> int:
+        """Verify each request left in flight alone: the one that raises fails alone (with the reason); the
+        others' verdicts were stored while the pool wound down and come back from the store."""
+        finished = 0
+        for key, req in list(self.requests.items()):
+            try:
+                [(_, verdict)] = list(verify_many([req], jobs=1, store=self.store, standby=0))
+            except Exception as exc:
+                reason = f"verifying this request raised {type(exc).__name__}: {str(exc)[:1500]}"
+                for job_id in self.inflight.pop(key, []):
+                    self.queue.fail(job_id, reason)
+                self.requests.pop(key, None)
+                continue
+            finished += self._finish(key, verdict)
         return finished
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.queue.wake.clear()
-            if self.run_once() == 0:
+            try:
+                busy = self.run_once()
+            except Exception:  # the queue itself failed (disk full, say): log, wait, try again
+                log.exception("the job runner failed")
+                busy = 0
+            if busy == 0:
                 self.queue.wake.wait(self.idle_s)

@@ -1,24 +1,27 @@
 """Verify many candidates: `verify_many(requests)` yields (request, verdict) as each finishes.
 
+    for req, verdict in verify_many(requests, jobs=2, store=VerdictStore()):   # pool="ray": service/ray_pool.py
+        ...
+
+Both pools keep one contract (service/contract.py): stored verdicts are answered without running anything; the
+format and static checks run first, so a rejected candidate is never built; a verification whose judge process
+died (killed, out of memory) is retried once in a fresh one, then reported `crash` (stage `runner`).
+
 The local pool (the default) has two stages:
 
-- **builds** on the CPU: a CUDA candidate headed for a GPU is first captured in a sandboxed child and
-  its `load_inline` extensions are built into the shared build cache (verify/cuda_build.py), at most
-  `build_jobs` at a time; the candidate's worker then only loads the library;
+- **builds** on the CPU: a candidate of a backend with a build stage (`Backend.build_stage`: CUDA) headed for a GPU
+  is first captured in a sandboxed child and its extensions are built into the shared build cache (the backend's
+  `build.py`), at most `build_jobs` at a time; the candidate's worker then only loads the library;
 - **runners**, one lane per visible GPU, each pinned with `CUDA_VISIBLE_DEVICES`: up to `per_gpu`
   verifications per GPU are in flight: they start, import and check side by side, and take the GPU
-  alone only to be timed (verify/lease.py: no sample is timed while another runs on its GPU). Each
+  alone only to be timed (verify/judge/lease.py: no sample is timed while another runs on its GPU). Each
   gets 0.9/`per_gpu` of the GPU's memory, so one candidate's allocations cannot make a neighbour run
   out. Requests go to the healthy GPU with the fewest in flight.
 
-Without a GPU there is one lane of `jobs` verifications and no build stage. Stored verdicts are
-answered without running anything. Faults: a verification whose judge process died (killed, out of
-memory) is retried once in a fresh one, then reported `crash` (stage `runner`); after a `crash` on a
-GPU (an illegal memory access, say) the next sample's judge probes that GPU in a fresh process
-(verify/lease.py, service/probe.py) before using it; a GPU that fails is taken out of the pool (never
-reset) and the sample goes to another GPU. `PoolStats` records
-per-GPU lease time, builds and retries for benchmarks. `backend="ray"` runs the same on a Ray
-cluster (service/ray_pool.py).
+Without a GPU there is one lane of `jobs` verifications and no build stage. After a `crash` on a GPU (an illegal
+memory access, say) the next sample's judge probes that GPU in a fresh process (verify/judge/lease.py,
+verify/judge/probe.py) before using it; a GPU that fails is taken out of the pool (never reset) and the sample goes
+to another GPU. `PoolStats` records per-GPU lease time, builds and retries for benchmarks.
 """
 
 from __future__ import annotations
@@ -31,22 +34,28 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kernelzero.service.standby import Standby
-from kernelzero.service.store import VerdictStore, request_key
-from kernelzero.types import Task, Verdict
-from kernelzero.verify import verify
-from kernelzero.verify.options import VerifyOptions
+from kernelzero.extract import extract_code
+from kernelzero.service.contract import (
+    Attempts,
+    VerifyRequest,
+    from_store,
+    keep,
+    needs_build,
+    rejected,
+    retry_once,
+    runs_on_gpu,
+    store_key,
+)
+from kernelzero.service.ray_pool import verify_many_ray
+from kernelzero.service.store import VerdictStore
+from kernelzero.types import Verdict
+from kernelzero.verify import VerifyOptions, early_verdict, get_backend, verify
+from kernelzero.verify.backends import backend_module
+from kernelzero.verify.backends.cuda.build_cache import BuildCache, default_cache_dir, ensure_readable
+from kernelzero.verify.judge.standby import Standby
+from kernelzero.verify.sandbox import plan_sandbox
 
-
-@dataclass(frozen=True)
-class VerifyRequest:
-    """One candidate to verify."""
-
-    task: Task  # the task, sizes applied
-    candidate: str  # a completion or a source
-    backend: str  # "cuda" or "triton"
-    options: VerifyOptions  # verifier options
-    tag: object = None  # the caller's handle (e.g. (task name, sample index)), passed back untouched
+__all__ = ["LocalPool", "PoolStats", "VerifyRequest", "device_name", "verify_many", "visible_gpus"]
 
 
 @dataclass
@@ -131,10 +140,6 @@ def visible_gpus() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
-def _runner_died(verdict: Verdict) -> bool:
-    return verdict.status == "crash" and verdict.stage == "judge"
-
-
 class LocalPool:
     """Build stage + one lane per GPU (or one CPU lane); see the module docstring."""
 
@@ -162,29 +167,20 @@ class LocalPool:
         self.cond = threading.Condition()
         self.in_flight = {g: 0 for g in self.gpus}
         self.names: dict[VerifyOptions, str] = {}
-        # judges started ahead of requests, per lane (service/standby.py); default: one per GPU slot
+        # judges started ahead of requests, per lane (verify/judge/standby.py); default: one per GPU slot
         self.standby = Standby(self.per_gpu if standby is None and self.gpus else standby or 0)
         if self.gpus:  # decide the sandbox and make the build cache now, before threads start
-            from kernelzero.verify.build_cache import BuildCache, default_cache_dir, ensure_readable
-            from kernelzero.verify.sandbox import plan_sandbox
-
             self.cache = BuildCache(ensure_readable(Path(build_cache) if build_cache else default_cache_dir()))
-
             defaults = VerifyOptions()
             plan_sandbox(defaults.sandbox_user, defaults.isolate_network)
 
     # -- stages ----------------------------------------------------------------------------------
-    def _on_gpu(self, req: VerifyRequest) -> bool:
-        return bool(self.gpus) and req.options.device != "cpu"
-
     def _build(self, req: VerifyRequest) -> None:
-        """Capture and build a CUDA candidate's extensions into the shared cache (bounded by `build_jobs`)."""
-        from kernelzero.verify.cuda_build import prebuild
-        from kernelzero.verify.extract import extract_code
-
+        """Build a candidate's extensions into the shared cache (bounded by `build_jobs`): the backend's build stage."""
+        build = backend_module(get_backend(req.backend), "build")
         with self.builds:
             start = time.monotonic()
-            results = prebuild(
+            results = build.prebuild(
                 extract_code(req.candidate),
                 self.cache,
                 timeout_s=req.options.build_timeout_s,
@@ -213,71 +209,73 @@ class LocalPool:
             self.in_flight[gpu] -= 1
             self.cond.notify_all()
 
-    def _verify(self, req: VerifyRequest, gpu: int | None) -> Verdict:
+    def _verify(self, req: VerifyRequest, gpu: int | None) -> tuple[Verdict, Attempts]:
+        """Verify on `gpu` (or the CPU) under the retry-once rule: (verdict, attempts), see service/contract.py."""
         opts = req.options
         if gpu is not None:
             share = min(opts.gpu_mem_fraction, round(0.9 / self.per_gpu, 3))  # samples in flight share the GPU
             opts = replace(opts, gpu_index=gpu, build_cache=str(self.cache.root), gpu_mem_fraction=share)
-        verdict = verify(req.task, req.candidate, req.backend, opts, standby=self.standby)
-        if _runner_died(verdict):
+
+        def attempt(fresh: bool) -> Verdict:  # the retry gets a fresh judge, never a standby one
+            return verify(req.task, req.candidate, req.backend, opts, standby=None if fresh else self.standby)
+
+        def counted() -> None:
             with self.stats.lock:
                 self.stats.retries += 1
-            first = verdict.message
-            verdict = verify(req.task, req.candidate, req.backend, opts)  # a fresh judge
-            if _runner_died(verdict):
-                return replace(verdict, stage="runner", message=f"the runner died twice ({first}; {verdict.message})")
-            verdict = replace(verdict, notes=verdict.notes + (f"retried once: the first runner died ({first})",))
+
+        verdict, attempts = retry_once(req, attempt, counted)
         if gpu is not None:
             verdict = replace(verdict, notes=verdict.notes + (f"gpu={gpu}",))
-        return verdict
+        return verdict, attempts
+
+    def _on_a_gpu(self, req: VerifyRequest) -> tuple[Verdict, Attempts | None, int | None]:
+        """Verify on the healthy GPU with the fewest in flight; a GPU that fails its health probe is taken out and
+        the request goes to another. (verdict, attempts, gpu); gpu None when no healthy GPU is left."""
+        while True:
+            gpu = self._take_gpu()
+            if gpu is None:
+                message = f"no healthy GPU left in the pool (failed health probes: {sorted(self.stats.unhealthy)})"
+                source = extract_code(req.candidate)
+                crash = early_verdict(req.task, source, req.backend, req.options, "crash", "runner", message)
+                return crash, None, None
+            try:
+                verdict, attempts = self._verify(req, gpu)
+            finally:
+                self._give_gpu(gpu)
+            if verdict.stage != "gpu_health":
+                return verdict, attempts, gpu
+            with self.cond:  # that GPU is out; try the request on another
+                self.stats.unhealthy.add(gpu)
+                self.stats.probes.append((gpu, False, verdict.message))
+                self.cond.notify_all()
 
     def run_one(self, req: VerifyRequest) -> Verdict:
+        """One request: the store, the pre-checks, the build stage, then a GPU lane (or the CPU lane)."""
         key = None
         if self.store is not None:
-            name = self.names.setdefault(req.options, device_name(req.options))
-            key = request_key(req.task, req.candidate, req.backend, req.options, name)
-            hit = self.store.get(key)
+            key = store_key(req, self.names.setdefault(req.options, device_name(req.options)))
+            hit = from_store(self.store, key)
             if hit is not None:
                 with self.stats.lock:
                     self.stats.from_store += 1
-                return replace(hit, notes=hit.notes + ("answered from the verdict store",))
-        gpu = None
-        if self._on_gpu(req) and req.backend == "cuda":
+                return hit
+        verdict = rejected(req)  # before any build: a rejected candidate costs no build and no GPU slot
+        if verdict is not None:
+            self.stats.record(None, verdict)
+            return keep(self.store, key, verdict)
+        on_gpu = runs_on_gpu(req, bool(self.gpus))
+        if needs_build(req, bool(self.gpus)):
             self._build(req)
-        while True:
-            if self._on_gpu(req):
-                gpu = self._take_gpu()
-                if gpu is None:
-                    from kernelzero.verify import _early
-
-                    return _early(
-                        req.task,
-                        req.candidate,
-                        req.backend,
-                        req.options,
-                        "crash",
-                        "runner",
-                        f"no healthy GPU left in the pool (failed health probes: {sorted(self.stats.unhealthy)})",
-                    )
-            try:
-                verdict = self._verify(req, gpu)
-            finally:
-                if gpu is not None:
-                    self._give_gpu(gpu)
-            if gpu is not None and verdict.stage == "gpu_health":
-                with self.cond:  # that GPU is out; try the request on another
-                    self.stats.unhealthy.add(gpu)
-                    self.stats.probes.append((gpu, False, verdict.message))
-                    self.cond.notify_all()
-                continue
-            break
+        if not on_gpu:
+            verdict, attempts = self._verify(req, None)
+            gpu = None
+        else:
+            verdict, attempts, gpu = self._on_a_gpu(req)
         if any("health probe" in n for n in verdict.notes):
             with self.stats.lock:
                 self.stats.probes.append((gpu, True, ""))
         self.stats.record(gpu, verdict)
-        if self.store is not None:
-            return self.store.put(key, verdict)
-        return verdict
+        return keep(self.store, key, verdict, attempts)
 
     def run(self, requests: Iterable[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
         try:
@@ -322,8 +320,6 @@ def verify_many(
     iterable keeps memory bounded.
     """
     if pool == "ray":
-        from kernelzero.service.ray_pool import verify_many_ray
-
         return verify_many_ray(requests, store=store, address=ray_address, build_jobs=build_jobs)
     if pool != "local":
         raise ValueError(f"unknown pool {pool!r}; choose local or ray")

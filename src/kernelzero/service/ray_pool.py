@@ -1,23 +1,24 @@
-"""Verify many candidates on a Ray cluster: one runner actor per GPU, CUDA builds on CPU workers.
+"""Verify many candidates on a Ray cluster: one runner actor per GPU, builds on CPU workers.
 
     for req, verdict in verify_many_ray(requests, store=VerdictStore(), address="auto"):
         ...
 
-The same contract as `kernelzero.service.pool.verify_many`: (request, verdict) pairs in completion
-order, at most `in_flight` requests taken from the iterable at a time (so an endless iterable keeps
-memory bounded), and verdicts looked up in and written to the verdict store exactly as the local
-pool does (an answer from the store carries the note "answered from the verdict store").
+The same contract as the local pool (`kernelzero.service.pool.verify_many`, pool="ray" comes here), kept in one
+place, service/contract.py: (request, verdict) pairs in completion order, at most `in_flight` requests taken from
+the iterable at a time (so an endless iterable keeps memory bounded), the format and static checks run here, in
+the driver, before anything is built or sent to a runner, verdicts looked up in and written to the verdict store
+as the local pool does (an answer from the store carries the note "answered from the verdict store"), and the
+retry-once rule. `RayScheduler` does the scheduling, one short method per step.
 
-Layout on the cluster:
+Layout on the cluster (`plan_layout`):
 
 - runners: one `VerifyRunner` actor per GPU (`num_gpus=1`, so Ray sets CUDA_VISIBLE_DEVICES for
   it, and `num_cpus=1` held for its lifetime, for its judge and worker processes), each given one
   request at a time, since it times kernels and two on one GPU would skew the timings. A cluster
   without GPUs gets `runners` CPU runner actors (default 1, `num_cpus=1`).
-- builds: with GPU runners, a CUDA request first goes to a CPU task (`num_cpus=1`, on any node
-  with a free CPU) that runs `kernelzero.verify.cuda_build.prebuild_artifacts`, unless the
-  verifier's format or static checks reject the candidate anyway; the
-  runner installs what it built into its own temporary folder and verifies with
+- builds: with GPU runners, a request of a backend with a build stage (`Backend.build_stage`: CUDA) bound for a
+  GPU first goes to a CPU task (`num_cpus=1`, on any node with a free CPU) that runs the backend's
+  `build.prebuild_artifacts`; the runner installs what it built into its own temporary folder and verifies with
   `build_cache` pointing there, so a GPU spends its time running kernels, not compiling. A build
   step that fails only means the runner builds itself.
 - faults: a runner actor that dies during a request (RayActorError: killed, out of host memory,
@@ -47,14 +48,26 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from kernelzero.service.pool import VerifyRequest
-from kernelzero.service.store import VerdictStore, library_versions, request_key
-from kernelzero.types import Verdict
-from kernelzero.verify.options import VerifyOptions
+from kernelzero.extract import extract_code
+from kernelzero.service.contract import (
+    Attempts,
+    VerifyRequest,
+    from_store,
+    judge_died,
+    keep,
+    needs_build,
+    rejected,
+    store_key,
+)
+from kernelzero.service.store import VerdictStore, library_versions
+from kernelzero.types import Task, Verdict
+from kernelzero.verify import VerifyOptions, get_backend, verify
+from kernelzero.verify.backends import backend_module
+from kernelzero.verify.backends.cuda.build_cache import install_artifacts
 
 log = logging.getLogger(__name__)
 
-RETRIED = "retried once: the first runner died"  # the note, as the local pool words it
+ACTOR_DIED = "its Ray actor process died"  # why an attempt died when its runner actor did
 
 
 class VerifyRunner:
@@ -73,17 +86,13 @@ class VerifyRunner:
         return name, library_versions() if versions else {}
 
     def verify(
-        self, task, candidate: str, backend: str, options: VerifyOptions, artifacts: dict | None = None
+        self, task: Task, candidate: str, backend: str, options: VerifyOptions, artifacts: dict | None = None
     ) -> Verdict:
-        from kernelzero.verify import verify
-
         if not artifacts:
             return verify(task, candidate, backend, options)
         if self._cache_dir is None:
             self._cache_dir = tempfile.mkdtemp(prefix="kz-runner-cache-")
         try:
-            from kernelzero.verify.build_cache import install_artifacts
-
             install_artifacts(artifacts, self._cache_dir)
         except Exception:  # the verifier then builds itself; the verdict is the same
             log.warning("could not install prebuilt artifacts; the runner builds itself", exc_info=True)
@@ -96,28 +105,44 @@ class VerifyRunner:
 
 
 def build_artifacts(candidate: str, backend: str, options: VerifyOptions) -> tuple[bool, dict | None]:
-    """A CPU task: (built, artifacts) for a CUDA candidate; (False, None) when there is nothing to build.
+    """A CPU task, the backend's build stage: (built, artifacts); (False, None) when nothing was built.
 
-    Candidates the verifier rejects before building (format, static checks) are not built.
+    The scheduler sends only requests the pre-checks let through (`contract.rejected`) and that need a build
+    (`contract.needs_build`).
     """
-    from kernelzero.verify import format_problem
-    from kernelzero.verify.cuda_build import prebuild_artifacts
-    from kernelzero.verify.extract import extract_code
-
-    source = extract_code(candidate)
-    if format_problem(source):
-        return False, None
-    if options.static_checks:
-        from kernelzero.verify.static import check_candidate
-
-        if check_candidate(source, backend):
-            return False, None
+    build = backend_module(get_backend(backend), "build")
     try:
-        artifacts = prebuild_artifacts(source, options.build_timeout_s)
+        artifacts = build.prebuild_artifacts(extract_code(candidate), options.build_timeout_s)
     except Exception:  # the runner's own build reports the failure in the verdict
         log.warning("prebuild failed; the runner builds itself", exc_info=True)
         return False, None
     return bool(artifacts), artifacts or None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a call's work runs on the cluster (`plan_layout`)."""
+
+    on_gpu: bool  # the runners hold a GPU each
+    runners: int  # runner actors
+    in_flight: int  # requests taken from the iterable and not yet answered
+    build_cap: int  # build tasks at once
+    can_build: bool  # a CPU is left over for build tasks
+
+
+def plan_layout(
+    resources: dict, runners: int | None = None, build_jobs: int | None = None, in_flight: int | None = None
+) -> Layout:
+    """The layout for a cluster of `resources` (`ray.cluster_resources()`); arguments as in `verify_many_ray`."""
+    gpus = int(resources.get("GPU", 0))
+    cpus = int(resources.get("CPU", 1))
+    on_gpu = gpus > 0
+    count = (min(runners, gpus) if runners else gpus) if on_gpu else runners or 1
+    count = max(1, min(count, cpus))  # each runner holds a CPU: one Ray cannot place would be waited for forever
+    if in_flight is None:
+        in_flight = max(2 * count, cpus) if on_gpu else 2 * count
+    in_flight = max(in_flight, count)
+    return Layout(on_gpu, count, in_flight, build_jobs or in_flight, on_gpu and cpus > count)
 
 
 @dataclass(eq=False)
@@ -126,7 +151,8 @@ class _Item:
     key: str | None = None
     key_device: str | None = None  # the device `key` was made for (and looked up with)
     artifacts: object = None  # an ObjectRef of prebuilt artifacts, or None
-    deaths: list = field(default_factory=list)  # why its runners died so far
+    attempts: Attempts = field(default_factory=Attempts)  # its runners' deaths so far
+    verdict: Verdict | None = None  # the pre-checks' verdict, waiting for a runner's device to key it
 
 
 @dataclass(eq=False)
@@ -137,18 +163,197 @@ class _Slot:
     identity_ref: object = None  # pending identity() of a new actor
 
 
-def _judge_died(verdict: Verdict) -> bool:
-    """The verifier's judge process died (killed, out of memory): the local pool retries these too."""
-    return verdict.status == "crash" and verdict.stage == "judge"
+class RayScheduler:
+    """One `verify_many_ray` call's scheduler: runner actors, build tasks, and the requests between them.
 
+    A request moves: admitted (store, pre-checks) -> `to_build` -> `building` -> `ready` -> `running` -> answered;
+    a request whose runner died goes back to the front of `ready` once (service/contract.py: the retry-once rule).
+    `ray` is the Ray module (or a stand-in with the same calls, in tests).
+    """
 
-def _crash(req: VerifyRequest, device: str, message: str) -> Verdict:
-    from kernelzero.verify import _early
-    from kernelzero.verify.extract import extract_code
+    def __init__(self, ray, layout: Layout, store: VerdictStore | None = None):
+        self.ray, self.layout, self.store = ray, layout, store
+        self.versions = library_versions() if store is not None else {}
+        self.runner_cls = ray.remote(VerifyRunner).options(num_cpus=1, num_gpus=1 if layout.on_gpu else 0)
+        self.build_task = ray.remote(build_artifacts).options(num_cpus=1, num_returns=2)
+        self.slots: list[_Slot] = []
+        self.to_build: deque[_Item] = deque()
+        self.building: dict = {}  # build flag ObjectRef -> _Item
+        self.ready: deque[_Item] = deque()
+        self.running: dict = {}  # verify ObjectRef -> (_Item, _Slot)
+        self.replacing: dict = {}  # identity ObjectRef -> _Slot
+        self.source: Iterator[VerifyRequest] = iter(())
+        self.exhausted = False
 
-    return _early(
-        req.task, extract_code(req.candidate), req.backend, req.options, "crash", "runner", message, device=device
-    )
+    # -- runners -------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the runners and wait until each knows its device."""
+        self.slots.extend(self._new_slot() for _ in range(self.layout.runners))
+        for slot in self.slots:
+            self._started(slot, self.ray.get(slot.identity_ref))
+
+    def _new_slot(self) -> _Slot:
+        actor = self.runner_cls.remote()
+        return _Slot(actor, identity_ref=actor.identity.remote(self.layout.on_gpu, self.store is not None))
+
+    def _started(self, slot: _Slot, identity: tuple) -> None:
+        slot.gpu, theirs = identity
+        slot.identity_ref, slot.ready = None, True
+        if self.store is not None and theirs != self.versions:
+            log.warning(
+                "a runner's library versions %s differ from this process's %s: not using the verdict store",
+                theirs,
+                self.versions,
+            )
+            self.store = None
+
+    def _replace(self, slot: _Slot, item: _Item, exc: Exception) -> None:
+        """Kill a dead runner's actor and start another in its slot."""
+        log.warning("a runner died verifying %s (%s); starting another", item.req.task.name, type(exc).__name__)
+        self.ray.kill(slot.actor, no_restart=True)
+        fresh = self._new_slot()
+        slot.actor, slot.identity_ref, slot.ready = fresh.actor, fresh.identity_ref, False
+        self.replacing[slot.identity_ref] = slot
+
+    def _device(self, slot: _Slot, opts: VerifyOptions) -> str:
+        return slot.gpu if slot.gpu and opts.device != "cpu" else "cpu"
+
+    # -- the store -----------------------------------------------------------------------------------------------
+    def _lookup(self, item: _Item, device: str) -> Verdict | None:
+        """Key `item` for `device`; a stored verdict if there is one (looked up once per device)."""
+        if self.store is None or item.key_device == device:
+            return None
+        item.key, item.key_device = store_key(item.req, device), device
+        return from_store(self.store, item.key)
+
+    def _answer(self, item: _Item, verdict: Verdict) -> tuple[VerifyRequest, Verdict]:
+        return item.req, keep(self.store, item.key, verdict, item.attempts)
+
+    # -- requests in -----------------------------------------------------------------------------------------------
+    def _admit(self) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        """Take requests while fewer than `in_flight` are under way; yield those answered at once."""
+        while not self.exhausted:
+            under_way = len(self.to_build) + len(self.building) + len(self.ready) + len(self.running)
+            if under_way >= self.layout.in_flight:
+                return
+            req = next(self.source, None)
+            if req is None:
+                self.exhausted = True
+                return
+            yield from self._route(_Item(req))
+
+    def _route(self, item: _Item) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        """The store (when every runner would key it alike), the pre-checks, then the build or the runners' queue."""
+        opts = item.req.options
+        devices = {self._device(s, opts) for s in self.slots if s.identity_ref is None}
+        hit = self._lookup(item, devices.pop()) if len(devices) == 1 else None
+        if hit is not None:
+            yield item.req, hit
+            return
+        item.verdict = rejected(item.req)  # before any build: a rejected candidate is never built
+        if item.verdict is not None and (self.store is None or item.key is not None):
+            yield self._answer(item, item.verdict)
+        elif item.verdict is None and self.layout.can_build and needs_build(item.req, self.layout.on_gpu):
+            self.to_build.append(item)
+        else:
+            self.ready.append(item)  # a rejected one waits only for a runner's device, for its store key
+
+    def _start_builds(self) -> None:
+        while self.to_build and len(self.building) < self.layout.build_cap:
+            item = self.to_build.popleft()
+            req = item.req
+            flag, item.artifacts = self.build_task.remote(req.candidate, req.backend, req.options)
+            self.building[flag] = item
+
+    def _dispatch(self) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        """Give each free runner the next ready request; answer those the store or the pre-checks decide."""
+        for slot in self.slots:
+            while slot.ready and self.ready:
+                item = self.ready.popleft()
+                hit = self._lookup(item, self._device(slot, item.req.options))
+                if hit is not None:
+                    yield item.req, hit
+                elif item.verdict is not None:
+                    yield self._answer(item, item.verdict)
+                else:
+                    req = item.req
+                    ref = slot.actor.verify.remote(req.task, req.candidate, req.backend, req.options, item.artifacts)
+                    slot.ready = False
+                    self.running[ref] = (item, slot)
+
+    # -- results in ------------------------------------------------------------------------------------------------
+    def _wait(self, waiting: list) -> list:
+        """The refs that are done: at least one, and every other one done by then."""
+        done, _ = self.ray.wait(waiting, num_returns=1)
+        if len(waiting) > 1:
+            done, _ = self.ray.wait(waiting, num_returns=len(waiting), timeout=0)
+        return done
+
+    def _settle(self, ref) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        if ref in self.building:
+            self._built(ref)
+        elif ref in self.replacing:
+            self._started(self.replacing.pop(ref), self.ray.get(ref))  # a runner that cannot even start: raise
+        else:
+            yield from self._verified(ref)
+
+    def _built(self, ref) -> None:
+        item = self.building.pop(ref)
+        try:
+            built = self.ray.get(ref)
+        except Exception:  # the build task's worker died: the runner builds itself
+            built = False
+        if not built:
+            item.artifacts = None
+        self.ready.append(item)
+
+    def _verified(self, ref) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        """A runner's answer; its judge's or its actor's death counts against the request's one retry."""
+        item, slot = self.running.pop(ref)
+        verdict, died = None, ""
+        try:
+            verdict = self.ray.get(ref)
+            died = verdict.message if judge_died(verdict) else ""
+            slot.ready = True
+        except self.ray.exceptions.RayActorError as exc:
+            died = ACTOR_DIED
+            self._replace(slot, item, exc)
+        if not died:
+            yield self._answer(item, verdict)
+        elif item.attempts.died(died):
+            self.ready.appendleft(item)  # retried next, on the first free runner
+        else:
+            yield item.req, item.attempts.give_up(item.req, verdict, self._device(slot, item.req.options))
+
+    # -- the loop --------------------------------------------------------------------------------------------------
+    def run(self, requests: Iterable[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        """(request, verdict) pairs in completion order; call `close()` afterwards."""
+        self.source = iter(requests)
+        self.start()
+        while True:
+            yield from self._admit()
+            self._start_builds()
+            yield from self._dispatch()
+            waiting = [*self.building, *self.running, *self.replacing]
+            if not waiting:
+                if self.exhausted and not self.ready and not self.to_build:
+                    return
+                continue
+            for ref in self._wait(waiting):
+                yield from self._settle(ref)
+
+    def close(self) -> None:
+        """Cancel the builds under way and kill the runners."""
+        for ref in self.building:
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:
+                pass
+        for slot in self.slots:
+            try:
+                self.ray.kill(slot.actor, no_restart=True)
+            except Exception:
+                pass
 
 
 def verify_many_ray(
@@ -163,172 +368,25 @@ def verify_many_ray(
     """Verify every request on Ray, in completion order; stored verdicts are reused (see the module doc).
 
     runners: CPU runners when the cluster has no GPU (default 1); with GPUs, at most this many GPU
-    runners (default one per GPU); never more than the cluster's CPUs. build_jobs: CUDA prebuilds at
+    runners (default one per GPU); never more than the cluster's CPUs. build_jobs: builds at
     once (default: as many as are in flight). in_flight: requests taken from `requests` and not yet
     answered (default twice the runners; with GPU runners at least the cluster's CPUs, so builds on
     the CPUs the runners leave free keep up).
     """
     try:
-        import ray
+        import ray  # optional: the extra `ray`
     except ImportError as exc:
         raise RuntimeError(f"the Ray backend needs ray ({exc}); pip install 'kernelzero[ray]'") from None
-    from ray.exceptions import RayActorError
-
     started = False
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         started = True
-    slots: list[_Slot] = []
-    building: dict = {}  # flag ObjectRef -> _Item
+    scheduler = None
     try:
-        resources = ray.cluster_resources()
-        gpus = int(resources.get("GPU", 0))
-        on_gpu = gpus > 0
-        cpus = int(resources.get("CPU", 1))
-        count = (min(runners, gpus) if runners else gpus) if on_gpu else runners or 1
-        count = max(1, min(count, cpus))  # each runner holds a CPU: one Ray cannot place would be waited for forever
-        runner_cls = ray.remote(VerifyRunner).options(num_cpus=1, num_gpus=1 if on_gpu else 0)
-        build_task = ray.remote(build_artifacts).options(num_cpus=1, num_returns=2)
-        if in_flight is None:
-            in_flight = max(2 * count, cpus) if on_gpu else 2 * count
-        in_flight = max(in_flight, count)
-        build_cap = build_jobs or in_flight
-        can_build = on_gpu and cpus > count  # builds need a CPU no runner holds
-
-        versions = library_versions() if store is not None else {}
-
-        def new_slot() -> _Slot:
-            actor = runner_cls.remote()
-            return _Slot(actor, identity_ref=actor.identity.remote(on_gpu, store is not None))
-
-        def started_slot(slot: _Slot, identity: tuple) -> None:
-            nonlocal store
-            slot.gpu, theirs = identity
-            slot.identity_ref, slot.ready = None, True
-            if store is not None and theirs != versions:
-                log.warning(
-                    "a runner's library versions %s differ from this process's %s: not using the verdict store",
-                    theirs,
-                    versions,
-                )
-                store = None
-
-        slots.extend(new_slot() for _ in range(count))
-        for slot in slots:
-            started_slot(slot, ray.get(slot.identity_ref))
-
-        def device_of(slot: _Slot, opts: VerifyOptions) -> str:
-            return slot.gpu if slot.gpu and opts.device != "cpu" else "cpu"
-
-        def lookup(item: _Item, device: str) -> Verdict | None:
-            """Key `item` for `device`; a stored verdict if there is one (looked up once per device)."""
-            if store is None or item.key_device == device:
-                return None
-            req = item.req
-            item.key = request_key(req.task, req.candidate, req.backend, req.options, device)
-            item.key_device = device
-            hit = store.get(item.key)
-            return None if hit is None else replace(hit, notes=hit.notes + ("answered from the verdict store",))
-
-        def finished(item: _Item, verdict: Verdict) -> Verdict:
-            if store is not None:
-                verdict = store.put(item.key, verdict)
-            if item.deaths:
-                verdict = replace(verdict, notes=verdict.notes + (f"{RETRIED} ({item.deaths[0]})",))
-            return verdict
-
-        to_build: deque[_Item] = deque()
-        ready: deque[_Item] = deque()
-        running: dict = {}  # verify ObjectRef -> (_Item, _Slot)
-        replacing: dict = {}  # identity ObjectRef -> _Slot
-        source = iter(requests)
-        exhausted = False
-        while True:
-            while not exhausted and len(to_build) + len(building) + len(ready) + len(running) < in_flight:
-                req = next(source, None)
-                if req is None:
-                    exhausted = True
-                    break
-                item = _Item(req)
-                devices = {device_of(s, req.options) for s in slots if s.identity_ref is None}
-                if len(devices) == 1:  # every runner would key it alike: ask the store before building
-                    hit = lookup(item, devices.pop())
-                    if hit is not None:
-                        yield req, hit
-                        continue
-                (to_build if can_build and req.backend == "cuda" else ready).append(item)
-            while to_build and len(building) < build_cap:
-                item = to_build.popleft()
-                flag, item.artifacts = build_task.remote(item.req.candidate, item.req.backend, item.req.options)
-                building[flag] = item
-            for slot in slots:
-                while slot.ready and ready:
-                    item = ready.popleft()
-                    hit = lookup(item, device_of(slot, item.req.options))
-                    if hit is not None:
-                        yield item.req, hit
-                        continue
-                    req = item.req
-                    ref = slot.actor.verify.remote(req.task, req.candidate, req.backend, req.options, item.artifacts)
-                    slot.ready = False
-                    running[ref] = (item, slot)
-            waiting = [*building, *running, *replacing]
-            if not waiting:
-                if exhausted and not ready and not to_build:
-                    return
-                continue
-            done, _ = ray.wait(waiting, num_returns=1)
-            done, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0) if len(waiting) > 1 else (done, None)
-            for ref in done:
-                if ref in building:
-                    item = building.pop(ref)
-                    try:
-                        built = ray.get(ref)
-                    except Exception:  # the build task's worker died: the runner builds itself
-                        built = False
-                    if not built:
-                        item.artifacts = None
-                    ready.append(item)
-                elif ref in replacing:
-                    started_slot(replacing.pop(ref), ray.get(ref))  # a runner that cannot even start: raise
-                else:
-                    item, slot = running.pop(ref)
-                    verdict = None
-                    try:
-                        verdict = ray.get(ref)
-                        died = verdict.message if _judge_died(verdict) else ""
-                        slot.ready = True
-                    except RayActorError as exc:
-                        died = "its Ray actor process died"
-                        log.warning(
-                            "a runner died verifying %s (%s); starting another", item.req.task.name, type(exc).__name__
-                        )
-                        ray.kill(slot.actor, no_restart=True)
-                        fresh = new_slot()
-                        slot.actor, slot.identity_ref, slot.ready = fresh.actor, fresh.identity_ref, False
-                        replacing[slot.identity_ref] = slot
-                    if not died:
-                        yield item.req, finished(item, verdict)
-                        continue
-                    item.deaths.append(died)
-                    if len(item.deaths) < 2:
-                        ready.appendleft(item)  # retried next, on the first free runner
-                        continue
-                    message = f"the runner died twice ({item.deaths[0]}; {item.deaths[1]})"
-                    if verdict is not None:
-                        yield item.req, replace(verdict, stage="runner", message=message)
-                    else:
-                        yield item.req, _crash(item.req, device_of(slot, item.req.options), message)
+        scheduler = RayScheduler(ray, plan_layout(ray.cluster_resources(), runners, build_jobs, in_flight), store)
+        yield from scheduler.run(requests)
     finally:
-        for ref in building:
-            try:
-                ray.cancel(ref, force=True)
-            except Exception:
-                pass
-        for slot in slots:
-            try:
-                ray.kill(slot.actor, no_restart=True)
-            except Exception:
-                pass
+        if scheduler is not None:
+            scheduler.close()
         if started:
             ray.shutdown()

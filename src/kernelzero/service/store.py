@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelzero import __version__
-from kernelzero.coder.extract import extract_code
+from kernelzero.extract import extract_code
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Task, Verdict, to_dict, verdict_from_dict
 from kernelzero.verify.options import VerifyOptions

@@ -1,4 +1,4 @@
-"""Verifier options and the three profiles.
+"""Verifier options: `VerifyOptions`, built from a profile (`kernelzero.types.PROFILES`) with `options_for`.
 
 | profile | tolerance (fp32) | trials | seeds | eval mode | timing statistic |
 |---|---|---|---|---|---|
@@ -6,17 +6,16 @@
 | strict | atol = rtol = 1e-4 | 5 | secret per run | yes | median |
 | kernelbench | 1e-4 fp32, 1e-2 fp16/bf16 (KernelBench since PR #80) | 5 | fixed (42) | no | mean of 100 |
 
-fp16 and bf16 tolerances are 1e-2 in every profile except where the task sets its own.
+fp16 and bf16 tolerances are 1e-2 in every profile except where the task sets its own. Precedence of the
+tolerances (`tolerances`): an explicit option, then the task's own, then the profile's. To add a profile, add
+one `Profile` record to `PROFILES` in types.py: the options, the timing stage and the CLI read it from there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-PRECISIONS = ("fp32", "fp16", "bf16")
-PROFILES = ("default", "strict", "kernelbench")
-BACKENDS = ("cuda", "triton")
-POLICIES = ("strict", "kernelbench")  # strict: no PyTorch compute op inside forward; kernelbench: allowed
+from kernelzero.types import POLICIES, PRECISIONS, PROFILES, Profile
 
 
 @dataclass(frozen=True)
@@ -52,25 +51,37 @@ class VerifyOptions:
     isolate_network: bool = True  # put the candidate in an empty network namespace where allowed
     baselines_dir: str | None = None  # where reference timings are cached; None: no cache
     # Where a verification runs (not what it decides; left out of the verdict store's key):
-    build_cache: str = ""  # prebuilt load_inline libraries (verify/cuda_build.py); "": the default cache folder
+    build_cache: str = (
+        ""  # prebuilt load_inline libraries (verify/backends/cuda/build.py); "": the default cache folder
+    )
     gpu_index: int | None = None  # pin the judge and worker to this visible GPU (pool runners); None: inherit
     cuda_ipc: bool = True  # hand GPU tensors between judge and worker through CUDA IPC where it works (cuda_ipc.py)
 
 
+def profile_of(opts: VerifyOptions) -> Profile:
+    """The `Profile` record these options were built from."""
+    return PROFILES[opts.profile]
+
+
 def default_tolerance(profile: str, precision: str) -> float:
     """The profile's atol = rtol for a precision."""
-    if precision != "fp32":
-        return 1e-2
-    return 1e-4 if profile in ("strict", "kernelbench") else 1e-2
+    record = PROFILES[profile]
+    return record.fp32_tol if precision == "fp32" else record.low_precision_tol
 
 
 def options_for(profile: str = "default", **overrides) -> VerifyOptions:
     """Options of a profile, with explicit overrides; unknown names or values raise ValueError."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    base = VerifyOptions(profile=profile)
-    if profile == "kernelbench":
-        base = replace(base, seed=42, eval_mode=False, timed_calls=100, warmup_calls=3, input_sets=1)
+    record = PROFILES[profile]
+    base = VerifyOptions(
+        profile=profile,
+        seed=record.seed,
+        eval_mode=record.eval_mode,
+        timed_calls=record.timed_calls,
+        warmup_calls=record.warmup_calls,
+        input_sets=record.input_sets,
+    )
     fields = set(VerifyOptions.__dataclass_fields__)
     unknown = sorted(set(overrides) - fields)
     if unknown:

@@ -19,6 +19,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from kernelzero.types import Backend
+from kernelzero.verify.backends import backend_module, get_backend
+
 FORBIDDEN_MODULES = {
     "gc": "inspects the harness's objects",
     "inspect": "walks frames of the harness",
@@ -101,11 +104,12 @@ class Violation:
     message: str  # what was found and why it is not allowed
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted(node: ast.AST) -> str:
+    """`a.b.c` for a name or attribute chain, else ''."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
+        base = dotted(node.value)
         return f"{base}.{node.attr}" if base else ""
     return ""
 
@@ -142,7 +146,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        name = _dotted(node.func)
+        name = dotted(node.func)
         if name in FORBIDDEN_CALLS:
             self.add(node, "dynamic-code", f"calls {name}(): {FORBIDDEN_CALLS[name]}")
         if name == "open" and any(
@@ -157,7 +161,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        base = _dotted(node.value)
+        base = dotted(node.value)
         module = self.aliases.get(base.split(".")[0], base)
         if node.attr in FORBIDDEN_ATTRS:
             reason = FORBIDDEN_ATTRS[node.attr]
@@ -176,9 +180,9 @@ class _Visitor(ast.NodeVisitor):
     def _assign_targets(self, node: ast.AST, targets: list[ast.expr]) -> None:
         for target in targets:
             if isinstance(target, ast.Attribute):
-                root = _dotted(target).split(".")[0]
+                root = dotted(target).split(".")[0]
                 if root in PATCHABLE_ROOTS or self.aliases.get(root, "").split(".")[0] in PATCHABLE_ROOTS:
-                    self.add(node, "monkeypatch", f"assigns {_dotted(target)}: patches a library the harness uses")
+                    self.add(node, "monkeypatch", f"assigns {dotted(target)}: patches a library the harness uses")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assign_targets(node, node.targets)
@@ -190,14 +194,14 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
-            if _dotted(base).split(".")[-1] == "Model":
+            if dotted(base).split(".")[-1] == "Model":
                 self.add(node, "reference-use", f"class {node.name} subclasses the reference `Model`")
         self.generic_visit(node)
 
     def visit_Try(self, node: ast.Try) -> None:
         for handler in node.handlers:
             calls = [
-                _dotted(n.func)
+                dotted(n.func)
                 for n in ast.walk(ast.Module(body=handler.body, type_ignores=[]))
                 if isinstance(n, ast.Call)
             ]
@@ -263,35 +267,27 @@ def string_literals(source: str) -> list[str]:
     ]
 
 
-def has_kernel_construct(source: str, backend: str) -> bool:
+def has_kernel_construct(source: str, backend: Backend | str) -> bool:
     """Does the syntax tree (not a comment or a string) hold the backend's kernel construct?
 
-    Triton: a function decorated with `jit` / `autotune` / `heuristics` (any alias). CUDA: a call
-    of `load_inline` or `load` (any alias) or an import from `torch.utils.cpp_extension`.
+    Each backend says what its construct is (`backends/<name>/static.py`, `has_kernel(tree)`).
     """
+    record = get_backend(backend) if isinstance(backend, str) else backend
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return True  # the format check reports it
-    for node in ast.walk(tree):
-        if backend == "triton" and isinstance(node, ast.FunctionDef):
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                if _dotted(target).split(".")[-1] in ("jit", "autotune", "heuristics"):
-                    return True
-        if backend == "cuda":
-            if isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] in ("load_inline", "load"):
-                return True
-            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("cpp_extension"):
-                return True
-    return False
+    return backend_module(record, "static").has_kernel(tree)
 
 
-def check_candidate(source: str, backend: str) -> list[Violation]:
-    """All static violations of a candidate; also requires the backend's kernel construct."""
+def check_candidate(source: str, backend: Backend | str) -> list[Violation]:
+    """All static violations of a candidate; also requires the backend's kernel construct.
+
+    The native-code rules run on every candidate's long string literals, whatever its backend: a Triton
+    candidate can carry C++ too.
+    """
+    record = get_backend(backend) if isinstance(backend, str) else backend
     found = check_python(source) + check_cpp(string_literals(source))
-    if backend == "triton" and not has_kernel_construct(source, backend):
-        found.append(Violation("no-kernel", 0, "a Triton candidate must define @triton.jit kernels"))
-    if backend == "cuda" and not has_kernel_construct(source, backend):
-        found.append(Violation("no-kernel", 0, "a CUDA candidate must build kernels with load_inline"))
+    if not has_kernel_construct(source, record):
+        found.append(Violation("no-kernel", 0, record.kernel_hint))
     return found

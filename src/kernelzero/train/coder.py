@@ -1,0 +1,300 @@
+"""The Coder phase: warm start, CA-GRPO on TRL's GRPOTrainer, held-out evaluation, report.
+
+    kernelzero train coder --config configs/tiny-cpu.yaml        # or: run_coder(load_config(path))
+
+Stages, each resumable from the run folder (`run_dir`):
+1. tasks: the miniature generator's three splits, `tasks/{sft,rl,test}.jsonl` (suite files with solutions);
+2. policy: `policy_init/` (a local Qwen2-architecture model and tokenizer) unless `model.path` names one;
+3. warm start: `warm_start/` and `warm_start.jsonl` (supervised, on the sft split), skipped when done;
+4. GRPO: TRL's GRPOTrainer with `CoderReward` (train/reward.py), checkpoints in `checkpoints/checkpoint-N`,
+   per-step `steps.jsonl` and `tb/`; a run that finds checkpoints resumes from the last one (after a kill,
+   too), and a larger `grpo.steps` extends a finished run;
+5. evaluation through `kernelzero eval` (evaluation/run.py) of the warm start and the final policy on the
+   held-out split: `eval/warm/`, `eval/step-N/` (pass@k, fast_1, tokens);
+6. `report.md` with per-step plots (train/report.py).
+Nothing here forks the trainer: it gets a reward function, callbacks and a config.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from kernelzero.coder.prompts import build_messages
+from kernelzero.evaluation.run import EvalConfig, run_eval
+from kernelzero.service.store import VerdictStore
+from kernelzero.tasks import load_suite
+from kernelzero.train.config import CoderTrainConfig, to_plain
+from kernelzero.train.logs import StepLog, TimeBudget
+from kernelzero.train.miniature import make_tasks, read_solutions, write_split
+from kernelzero.train.report import write_train_report
+from kernelzero.train.reward import CoderReward
+from kernelzero.types import Task
+
+# config keys a resumed run may change: how long it trains, how it is evaluated, where verification runs
+MUTABLE = {"grpo": ("steps", "max_minutes"), "eval": None, "verifier": None, "device": None}
+
+
+def _log(msg: str) -> None:
+    print(f"[train coder] {msg}", flush=True)
+
+
+def _check_run_json(cfg: CoderTrainConfig, run: Path) -> None:
+    """Write run.json; a run folder holding another configuration is refused (listing what differs)."""
+    path = run / "run.json"
+    mine = to_plain(cfg)
+    if path.exists():
+        old = json.loads(path.read_text())["config"]
+        diff = []
+        for section, value in mine.items():
+            rule = MUTABLE.get(section, ())
+            if rule is None or section not in old:
+                continue
+            if isinstance(value, dict):
+                diff += [f"{section}.{k}" for k, v in value.items() if k not in rule and old[section].get(k) != v]
+            elif old[section] != value:
+                diff.append(section)
+        if diff:
+            raise ValueError(f"{run} holds a run with other settings ({', '.join(diff)}); use another run_dir")
+    import torch
+    import trl
+
+    meta = {
+        "config": mine,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "trl": trl.__version__},
+    }
+    path.write_text(json.dumps(meta, indent=1))
+
+
+def prepare_tasks(cfg: CoderTrainConfig, run: Path) -> tuple[dict[str, list[Task]], dict[str, str]]:
+    """The three splits (written once as suite files) and every task's solution."""
+    t = cfg.tasks
+    folder = run / "tasks"
+    if not (folder / "test.jsonl").exists():
+        tasks = make_tasks(t.n_test + t.n_rl + t.n_sft, seed=t.seed, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+        write_split(tasks[: t.n_test], folder / "test.jsonl")
+        write_split(tasks[t.n_test : t.n_test + t.n_rl], folder / "rl.jsonl")
+        write_split(tasks[t.n_test + t.n_rl :], folder / "sft.jsonl")
+    splits, solutions = {}, {}
+    for split in ("sft", "rl", "test"):
+        path = folder / f"{split}.jsonl"
+        splits[split] = load_suite(path).tasks if path.stat().st_size else []
+        solutions.update(read_solutions(path))
+    return splits, solutions
+
+
+def device_of(cfg: CoderTrainConfig) -> str:
+    import torch
+
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return cfg.device
+
+
+def prepare_policy(cfg: CoderTrainConfig, run: Path, splits: dict, solutions: dict[str, str]) -> Path:
+    """The folder GRPO starts from: the warm-started policy, or the initial one when there is no warm start."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kernelzero.train.tiny import build_model, build_tokenizer, count_parameters, save_policy
+    from kernelzero.train.warm_start import sft_examples, warm_start
+
+    init = Path(cfg.model.path) if cfg.model.path else run / "policy_init"
+    if cfg.model.path is None and not (init / "config.json").exists():
+        t = cfg.tasks  # more tasks of the same generator than the splits hold, so common code words merge
+        extra = make_tasks(256, seed=t.seed + 1, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+        corpus = [prompt_text_plain(x, cfg.backend) for x in splits["sft"][:64]] + list(solutions.values())
+        corpus += [x.solution for x in extra] + [x.source for x in extra]
+        tok = build_tokenizer(corpus, cfg.model.vocab_size)
+        model = build_model(cfg.model, tok)
+        save_policy(model, tok, init)
+        _log(f"built a {count_parameters(model):,}-parameter Qwen2 policy, vocabulary {len(tok)} -> {init}")
+    if cfg.warm_start.steps == 0:
+        return init
+    warm = run / "warm_start"
+    if (warm / "config.json").exists():
+        return warm
+    tok = AutoTokenizer.from_pretrained(init)
+    model = AutoModelForCausalLM.from_pretrained(init, dtype="float32")
+    examples = sft_examples(splits["sft"], solutions, tok, cfg.backend)
+    lengths = sorted(len(ids) for ids, _ in examples)
+    _log(f"warm start on {len(examples)} examples ({lengths[0]}-{lengths[-1]} tokens), {cfg.warm_start.steps} steps")
+    records = run / "warm_start.jsonl"
+    records.unlink(missing_ok=True)
+
+    def on_log(record: dict[str, Any]) -> None:
+        with records.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if record["step"] % 50 == 0 or "probe_pass1" in record:
+            _log(f"warm start step {record['step']}: {record}")
+
+    warm_start(model, tok, examples, cfg.warm_start, device=device_of(cfg), seed=cfg.seed, on_log=on_log)
+    save_policy(model.to("cpu"), tok, warm)
+    return warm
+
+
+def prompt_text_plain(task: Task, backend: str) -> str:
+    """The prompt's messages as plain text (tokenizer corpus)."""
+    return "\n".join(m["content"] for m in build_messages(task, backend))
+
+
+def grpo_args(cfg: CoderTrainConfig, run: Path, world: int) -> Any:
+    """TRL's GRPOConfig for this run (constant learning rate, so a resumed run may extend `grpo.steps`)."""
+    from trl import GRPOConfig
+
+    g = cfg.grpo
+    total = g.prompts_per_step * g.group_size
+    if total % world:
+        raise ValueError(f"prompts_per_step x group_size = {total} completions do not split over {world} processes")
+    device = device_of(cfg)
+    vllm = {}
+    if g.use_vllm:
+        vllm = {
+            "use_vllm": True,
+            "vllm_mode": g.vllm_mode,
+            "vllm_gpu_memory_utilization": g.vllm_gpu_memory_utilization,
+            "vllm_tensor_parallel_size": g.vllm_tensor_parallel_size,
+            "vllm_server_base_url": g.vllm_server_base_url,
+        }
+    return GRPOConfig(
+        output_dir=str(run / "checkpoints"),
+        max_steps=g.steps,
+        per_device_train_batch_size=total // world,
+        num_generations=g.group_size,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        learning_rate=g.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        temperature=g.temperature,
+        max_completion_length=g.max_completion_length,
+        loss_type=g.loss_type,
+        scale_rewards=g.scale_rewards,
+        beta=g.kl_beta,
+        epsilon=g.epsilon,
+        num_iterations=g.num_iterations,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=g.save_steps,
+        save_total_limit=g.save_total_limit,
+        report_to="none",
+        seed=cfg.seed,
+        use_cpu=device == "cpu",
+        bf16=device != "cpu" and cfg.model.dtype == "bfloat16",
+        gradient_checkpointing=g.gradient_checkpointing,
+        model_init_kwargs={"dtype": cfg.model.dtype},
+        disable_tqdm=True,
+        **vllm,
+    )
+
+
+def _lora_config(cfg: CoderTrainConfig) -> Any:
+    if cfg.grpo.lora is None:
+        return None
+    from peft import LoraConfig
+
+    fields = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": "all-linear", **cfg.grpo.lora}
+    return LoraConfig(task_type="CAUSAL_LM", **fields)
+
+
+def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, list[Task]]) -> Path:
+    """GRPO from `start` (resuming from the last checkpoint when there is one); return the final policy folder."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun / accelerate launch
+    tasks = splits[cfg.grpo.train_split]
+    ds = Dataset.from_dict(
+        {"prompt": [build_messages(t, cfg.backend) for t in tasks], "task": [t.name for t in tasks]}
+    )
+    log = StepLog(run)
+    store = VerdictStore(run / "verdicts.sqlite")
+    reward = CoderReward({t.name: t for t in tasks}, cfg.reward, cfg.verifier, cfg.grpo.group_size, cfg.backend, store, log.on_reward)
+    ckpt_dir = run / "checkpoints"
+    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+    done = int(last.rsplit("-", 1)[1]) if last else 0
+    if done >= cfg.grpo.steps and (run / "policy" / "config.json").exists():
+        _log(f"GRPO already ran {done} of {cfg.grpo.steps} steps")
+        return run / "policy"
+    log.truncate(done)
+    log.open_writer(purge_step=done + 1 if done else None)
+    trainer = GRPOTrainer(
+        model=str(start),
+        reward_funcs=[reward],
+        args=grpo_args(cfg, run, world),
+        train_dataset=ds,
+        processing_class=AutoTokenizer.from_pretrained(start),
+        peft_config=_lora_config(cfg),
+        callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes)],
+    )
+    _log(f"GRPO on {len(tasks)} {cfg.grpo.train_split} tasks, steps {done + 1}..{cfg.grpo.steps}" + (f" (resuming {last})" if last else ""))
+    trainer.train(resume_from_checkpoint=last)
+    log.close()
+    final = run / "policy"
+    if trainer.accelerator.is_main_process:
+        model = trainer.model
+        if cfg.grpo.lora is not None:
+            model = trainer.accelerator.unwrap_model(model).merge_and_unload()
+        model.save_pretrained(final)
+        trainer.processing_class.save_pretrained(final)
+        (final / "step.txt").write_text(str(trainer.state.global_step))
+    return final
+
+
+def evaluate(cfg: CoderTrainConfig, run: Path, policy: Path, name: str) -> dict[str, Any]:
+    """One-shot evaluation of `policy` on the held-out split through `kernelzero eval`."""
+    e = cfg.eval
+    suite = run / "tasks" / f"{e.split}.jsonl"
+    out = run / "eval" / name
+    _log(f"evaluating {policy.name} on {suite.name}: {e.samples} samples per task -> {out}")
+    metrics = run_eval(
+        EvalConfig(
+            suite=str(suite),
+            model=f"hf:{policy}",
+            backend=cfg.backend,
+            out=str(out),
+            samples=e.samples,
+            temperature=e.temperature,
+            max_tokens=e.max_tokens,
+            seed=cfg.seed,
+            jobs=cfg.verifier.jobs,
+            store=str(run / "verdicts.sqlite"),
+        )
+    )
+    return metrics
+
+
+def prepare_only(cfg: CoderTrainConfig) -> Path:
+    """Write the tasks and the start policy (warm start included) and stop: run this once before launching
+    GRPO on several processes, so that they do not race to write them."""
+    run = Path(cfg.run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    _check_run_json(cfg, run)
+    splits, solutions = prepare_tasks(cfg, run)
+    return prepare_policy(cfg, run, splits, solutions)
+
+
+def run_coder(cfg: CoderTrainConfig) -> dict[str, Any]:
+    """Run (or resume) the whole Coder phase; return a summary (also in `summary.json`)."""
+    run = Path(cfg.run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    _check_run_json(cfg, run)
+    splits, solutions = prepare_tasks(cfg, run)
+    start = prepare_policy(cfg, run, splits, solutions)
+    evals = {}
+    if cfg.eval.enabled and not (run / "eval" / "warm" / "metrics.json").exists():
+        evals["warm"] = evaluate(cfg, run, start, "warm")
+    final = run_grpo(cfg, run, start, splits)
+    step = (final / "step.txt").read_text().strip() if (final / "step.txt").exists() else str(cfg.grpo.steps)
+    if cfg.eval.enabled:
+        evals[f"step-{step}"] = evaluate(cfg, run, final, f"step-{step}")
+    report = write_train_report(run)
+    summary = {"run_dir": str(run), "policy": str(final), "steps": int(step), "report": str(report)}
+    (run / "summary.json").write_text(json.dumps(summary, indent=1))
+    _log(f"done: {report}")
+    return summary

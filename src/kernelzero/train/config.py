@@ -1,0 +1,294 @@
+"""Configuration of the Coder phase (`kernelzero train coder --config FILE.yaml`): one dataclass per part.
+
+    cfg = load_config("configs/tiny-cpu.yaml")            # CoderTrainConfig; unknown keys or bad values raise
+    cfg = load_config("configs/tiny-cpu.yaml", overrides={"run_dir": "/tmp/run", "grpo": {"steps": 3}})
+
+A YAML file holds the sections below (each optional; a missing key keeps its default). The loader names the
+file, the section and the valid keys when something is wrong, and checks values that would otherwise only
+fail deep inside TRL or on a GPU (vLLM settings included: they are checked here even though vLLM cannot run
+on the project's machines).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
+SCALE_REWARDS = ("group", "batch", "none")
+VERIFY_VIA = ("pool", "ray", "http")
+SPLITS = ("sft", "rl", "test")
+VLLM_MODES = ("colocate", "server")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Where tasks come from: the miniature generator (train/miniature.py) split three ways."""
+
+    seed: int = 0  # generator seed: the same seed gives the same tasks
+    rows: int = 64  # size globals of every task
+    cols: int = 256
+    max_steps: int = 4  # longest chain of elementwise steps
+    n_sft: int = 1000  # tasks for the supervised warm start
+    n_rl: int = 64  # tasks for GRPO (unseen by the warm start)
+    n_test: int = 64  # held-out tasks for evaluation (unseen by both)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy: a local model folder, or a Qwen2-architecture model built here with a local tokenizer."""
+
+    path: str | None = None  # a transformers model folder (or a cached hub id); None: build from the fields below
+    vocab_size: int = 1024  # byte-level BPE vocabulary fitted on prompts and solutions
+    hidden_size: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate_size: int = 128
+    max_positions: int = 4096
+    dtype: str = "float32"  # training dtype: float32, bfloat16, float16
+    seed: int = 0  # initialisation seed
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """Supervised fine-tuning on the sft split before GRPO (skipped when steps = 0)."""
+
+    steps: int = 200  # optimizer steps
+    batch_size: int = 8
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    eval_every: int = 0  # > 0: every this many steps, held-out pass@1 on `probe_tasks`; stop once in the band
+    probe_tasks: int = 32  # tasks of the rl split probed (1 greedy-free sample each at eval temperature)
+    stop_band: tuple[float, float] = (0.2, 0.6)  # stop the warm start once the probed pass@1 lies in this band
+
+
+@dataclass(frozen=True)
+class GRPOSettings:
+    """The GRPO run on TRL's GRPOTrainer (names follow GRPOConfig where they map one to one)."""
+
+    steps: int = 20  # optimizer steps (the paper: 20 per round)
+    prompts_per_step: int = 8  # distinct tasks per step
+    group_size: int = 8  # completions per task (TRL's num_generations), >= 2
+    lr: float = 1e-5
+    temperature: float = 1.0
+    max_completion_length: int = 1024
+    loss_type: str = "dapo"  # one of LOSS_TYPES
+    scale_rewards: str = "group"  # group, batch, or none (Dr. GRPO)
+    kl_beta: float = 0.0  # TRL's beta: KL weight against the start model (0: no reference model)
+    epsilon: float = 0.2  # clip range
+    num_iterations: int = 1  # updates per generation batch (mu)
+    gradient_accumulation_steps: int = 1
+    lora: dict[str, Any] | None = None  # None: full fine-tuning; else peft LoraConfig fields (r, lora_alpha, ...)
+    gradient_checkpointing: bool = False
+    save_steps: int = 1  # checkpoint every this many steps (resume after a kill starts from the last)
+    save_total_limit: int = 2
+    train_split: str = "rl"  # which split GRPO trains on: rl (unseen by the warm start) or sft
+    max_minutes: float | None = None  # stop cleanly (with a checkpoint) after this much training time
+    use_vllm: bool = False  # vLLM generation (checked only; GPU runs here use HF generation)
+    vllm_mode: str = "colocate"  # colocate or server
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
+    vllm_server_base_url: str | None = None  # server mode: http://host:port
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """CA-GRPO (kernelzero.rewards.ca_grpo_rewards) and its ablation switches."""
+
+    alpha: float = 0.5  # gate threshold on the group's correctness rate
+    beta: float = 0.1  # weight of the speedup term
+    gate: bool = True  # False: the speedup always counts (ablation "gate off")
+    correctness_only: bool = False  # True: beta is ignored (ablation "correctness only")
+    baseline: str = "eager"  # speedup against PyTorch eager or torch.compile ("compile": slower verification)
+    form: str = "log"  # speedup normalisation (rewards.speedup_score): log or linear
+    cap: float = 4.0  # speedup at which S reaches 1
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    """How completions are verified: the local pool, a Ray cluster, or the HTTP service (`kernelzero serve`)."""
+
+    via: str = "pool"  # pool, ray or http
+    url: str | None = None  # http: the service's base URL
+    token: str | None = None  # http: bearer token
+    ray_address: str | None = None  # ray: the cluster's address
+    jobs: int = 2  # pool without a GPU: verifications side by side
+    per_gpu: int = 4  # pool with GPUs: verifications in flight per GPU
+    timeout_s: float = 900.0  # http: wait at most this long for one step's verdicts
+    options: dict[str, Any] = field(default_factory=dict)  # VerifyOptions overrides (profile stays "default")
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """The one-shot held-out evaluation at the end (through `kernelzero eval`)."""
+
+    enabled: bool = True
+    split: str = "test"  # which split is evaluated
+    samples: int = 10  # samples per task (pass@1/5/10 need 10)
+    temperature: float = 1.0
+    max_tokens: int = 1024
+    batch_size: int = 16  # generation batch of the hf backend
+
+
+@dataclass(frozen=True)
+class CoderTrainConfig:
+    """One Coder phase: warm start (optional), CA-GRPO steps, held-out evaluation, report."""
+
+    run_dir: str = "runs/coder"  # everything the run writes goes here
+    seed: int = 0
+    backend: str = "triton"  # kernel language asked for (the miniature's kernels are Triton)
+    device: str = "auto"  # training device: auto, cpu or cuda
+    tasks: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+
+
+SECTIONS = {
+    "tasks": TaskConfig,
+    "model": ModelConfig,
+    "warm_start": WarmStartConfig,
+    "grpo": GRPOSettings,
+    "reward": RewardConfig,
+    "verifier": VerifierConfig,
+    "eval": EvalSettings,
+}
+
+
+def _check_type(where: str, value: Any, default: Any, annotation: str) -> Any:
+    """Coerce YAML scalars to the field's type (ints for floats, lists for tuples); raise on mismatches."""
+    if value is None:
+        if "None" in annotation:
+            return None
+        raise ValueError(f"{where} may not be null")
+    if isinstance(default, bool) or annotation == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, got {value!r}")
+        return value
+    if annotation.startswith("float") or isinstance(default, float):
+        if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if annotation.startswith("int") or isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where} must be an integer, got {value!r}")
+        return value
+    if annotation.startswith("str"):
+        if not isinstance(value, str):
+            raise ValueError(f"{where} must be a string, got {value!r}")
+        return value
+    if annotation.startswith("tuple"):
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise ValueError(f"{where} must be a list of two numbers, got {value!r}")
+        return tuple(float(v) for v in value)
+    if annotation.startswith("dict") and not isinstance(value, dict):
+        raise ValueError(f"{where} must be a mapping, got {value!r}")
+    return value
+
+
+def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; valid: {sorted(fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        f = fields[name]
+        if name in SECTIONS and cls is CoderTrainConfig:
+            kwargs[name] = _build(SECTIONS[name], value or {}, f"{where}.{name}")
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else None
+        kwargs[name] = _check_type(f"{where}.{name}", value, default, str(f.type))
+    return cls(**kwargs)
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out.get(key) or {}, value) if isinstance(value, dict) and key in SECTIONS else value
+    return out
+
+
+def _one_of(where: str, value: str, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise ValueError(f"{where} must be one of {', '.join(valid)}, got {value!r}")
+
+
+def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
+    """Check values TRL or the verifier would reject late; return the config unchanged."""
+    g, r, v, m, t = cfg.grpo, cfg.reward, cfg.verifier, cfg.model, cfg.tasks
+    _one_of(f"{where}.grpo.loss_type", g.loss_type, LOSS_TYPES)
+    _one_of(f"{where}.grpo.scale_rewards", g.scale_rewards, SCALE_REWARDS)
+    _one_of(f"{where}.grpo.train_split", g.train_split, ("sft", "rl"))
+    _one_of(f"{where}.grpo.vllm_mode", g.vllm_mode, VLLM_MODES)
+    _one_of(f"{where}.eval.split", cfg.eval.split, SPLITS)
+    _one_of(f"{where}.verifier.via", v.via, VERIFY_VIA)
+    _one_of(f"{where}.model.dtype", m.dtype, DTYPES)
+    _one_of(f"{where}.device", cfg.device, ("auto", "cpu", "cuda"))
+    _one_of(f"{where}.backend", cfg.backend, ("triton",))
+    _one_of(f"{where}.reward.baseline", r.baseline, ("eager", "compile"))
+    _one_of(f"{where}.reward.form", r.form, ("log", "linear"))
+    checks = [
+        (g.group_size >= 2, "grpo.group_size must be >= 2 (GRPO compares samples within a group)"),
+        (g.steps >= 1 and g.prompts_per_step >= 1, "grpo.steps and grpo.prompts_per_step must be >= 1"),
+        (g.max_completion_length >= 1 and g.temperature > 0, "grpo.max_completion_length >= 1, temperature > 0"),
+        (g.lr > 0 and cfg.warm_start.lr > 0, "learning rates must be > 0"),
+        (g.save_steps >= 1, "grpo.save_steps must be >= 1"),
+        (0.0 < g.vllm_gpu_memory_utilization <= 1.0, "grpo.vllm_gpu_memory_utilization must lie in (0, 1]"),
+        (g.vllm_tensor_parallel_size >= 1, "grpo.vllm_tensor_parallel_size must be >= 1"),
+        (not (g.use_vllm and g.vllm_mode == "server" and not g.vllm_server_base_url), "vllm server mode needs url"),
+        (0.0 <= r.alpha <= 1.0 and r.beta >= 0 and r.cap > 1.0, "reward: alpha in [0, 1], beta >= 0, cap > 1"),
+        (v.via != "http" or bool(v.url), "verifier.via http needs verifier.url"),
+        (v.options.get("profile", "default") == "default", "verifier.options.profile: CA-GRPO reads 'default'"),
+        (v.options.get("policy", "strict") == "strict", "verifier.options.policy: CA-GRPO reads 'strict'"),
+        (m.hidden_size % m.heads == 0 and m.heads % m.kv_heads == 0, "model: heads divide hidden, kv_heads heads"),
+        ((m.hidden_size // m.heads) % 2 == 0, "model: the head dimension must be even"),
+        (min(t.n_sft, t.n_test) >= 1 and t.n_rl >= 0, "tasks: n_sft and n_test >= 1, n_rl >= 0"),
+        (g.train_split != "rl" or t.n_rl >= 1, "grpo.train_split rl needs tasks.n_rl >= 1"),
+        (cfg.eval.samples >= 1, "eval.samples must be >= 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(f"{where}: {message}")
+    if g.lora is not None:
+        known = {"r", "lora_alpha", "lora_dropout", "target_modules", "bias"}
+        unknown = sorted(set(g.lora) - known)
+        if unknown:
+            raise ValueError(f"{where}.grpo.lora: unknown key(s) {unknown}; valid: {sorted(known)}")
+    return cfg
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CoderTrainConfig:
+    """Read a YAML config (plus `overrides`, merged per section) into a validated CoderTrainConfig."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such config file")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level must be a mapping of sections")
+    data = _merge(data, overrides or {})
+    return validate(_build(CoderTrainConfig, data, str(path)), str(path))
+
+
+def to_plain(cfg: CoderTrainConfig) -> dict[str, Any]:
+    """The config as plain data (for run.json and the resume check)."""
+    return dataclasses.asdict(cfg)

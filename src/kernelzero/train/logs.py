@@ -1,0 +1,153 @@
+"""Per-step logs of a GRPO run: one JSON line per optimizer step (steps.jsonl) and TensorBoard scalars.
+
+    log = StepLog(run_dir)                       # steps.jsonl + tb/ in run_dir
+    reward = CoderReward(..., on_step=log.on_reward)
+    trainer.add_callback(log.callback())         # timing and TRL's own metrics (loss, kl, ...)
+
+A step's line holds: the correctness rate (strict policy), the share of groups whose CA-GRPO gate was open,
+mean and geometric-mean speedup of the correct samples that were timed, the status histogram, mean completion
+length in tokens, the mean reward, TRL's logged metrics, and the step's time split into generation (step start
+to the reward call), verification (the reward call) and update (the rest). After a resume from checkpoint N,
+`truncate(N)` drops the lines of steps after N (they are redone), so no step appears twice, and TensorBoard
+events from step N+1 on are purged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from kernelzero.metrics import geomean_speedup
+
+TRL_KEYS = ("loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy")
+
+
+def step_stats(rows: list[tuple], rewards: list[float], gates: list[bool]) -> dict[str, Any]:
+    """Statistics of one step's gathered rows (task, c, speedup, status, tokens)."""
+    speedups = [r[2] for r in rows if r[1] and r[2] is not None]
+    size = len(rows) // len(gates) if gates else 0
+    groups = [rewards[i : i + size] for i in range(0, len(rewards), size)] if size else []
+    return {
+        "samples": len(rows),
+        "correct_rate": sum(r[1] for r in rows) / len(rows) if rows else 0.0,
+        "gate_open_share": sum(gates) / len(gates) if gates else 0.0,
+        "mean_speedup": sum(speedups) / len(speedups) if speedups else None,
+        "geomean_speedup": geomean_speedup(speedups),
+        "statuses": dict(sorted(Counter(r[3] for r in rows).items())),
+        "completion_tokens": sum(r[4] for r in rows) / len(rows) if rows else 0.0,
+        "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+        "groups_with_signal": sum(1 for g in groups if max(g) > min(g)),  # groups with nonzero advantages
+    }
+
+
+class StepLog:
+    """Collects the reward's statistics and the trainer's timings; writes steps.jsonl and TensorBoard."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True):
+        self.path = Path(run_dir) / "steps.jsonl"
+        self.tb_dir = Path(run_dir) / "tb"
+        self.tensorboard = tensorboard
+        self.writer: Any = None
+        self.pending: dict[str, Any] = {}
+        self.step_started = 0.0
+        self.step_ended = 0.0
+
+    def truncate(self, last_step: int) -> None:
+        """Keep only the lines of steps <= `last_step` (a resume from that checkpoint redoes the rest)."""
+        if not self.path.exists():
+            return
+        keep = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= last_step]
+        self.path.write_text("".join(line + "\n" for line in keep))
+
+    def open_writer(self, purge_step: int | None = None) -> None:
+        if self.tensorboard and self.writer is None:
+            from tensorboardX import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.tb_dir), purge_step=purge_step)
+
+    def on_reward(self, info: dict[str, Any]) -> None:
+        """The reward function's hook: the gathered rows of this step and when verification ran."""
+        self.pending = {
+            **step_stats(info["rows"], info["rewards"], info["gates"]),
+            "reward_called_at": info["reward_called_at"],
+            "verify_s": info["verify_s"],
+        }
+
+    def write(self, step: int, trl_logs: dict[str, float]) -> dict[str, Any]:
+        """Write the line of `step` (called once per optimizer step, on the main process)."""
+        stats = dict(self.pending)
+        called = stats.pop("reward_called_at", None)
+        verify_s = stats.pop("verify_s", 0.0)
+        total = self.step_ended - self.step_started
+        generate_s = max(0.0, called - self.step_started) if called else 0.0
+        record = {
+            "step": step,
+            **stats,
+            **{k: trl_logs[k] for k in TRL_KEYS if k in trl_logs},
+            "completion_mean_length": trl_logs.get("completions/mean_length"),
+            "time_generate_s": round(generate_s, 3),
+            "time_verify_s": round(verify_s, 3),
+            "time_update_s": round(max(0.0, total - generate_s - verify_s), 3),
+            "time_step_s": round(total, 3),
+            "wall": time.time(),
+        }
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key not in ("step", "wall"):
+                    self.writer.add_scalar(f"train/{key}", value, step)
+            for status, count in record.get("statuses", {}).items():
+                self.writer.add_scalar(f"status/{status}", count / max(1, record["samples"]), step)
+            self.writer.flush()
+        self.pending = {}
+        return record
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def callback(self) -> TrainerCallback:
+        return _StepLogCallback(self)
+
+
+class _StepLogCallback(TrainerCallback):
+    def __init__(self, log: StepLog):
+        self.log = log
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.log.step_started = time.time()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.log.step_ended = time.time()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if logs and "loss" in logs and state.is_world_process_zero:
+            self.log.write(state.global_step, logs)
+
+
+class TimeBudget(TrainerCallback):
+    """Stop training cleanly, with a checkpoint, once `max_minutes` of training have passed (None: never)."""
+
+    def __init__(self, max_minutes: float | None):
+        self.max_s = None if max_minutes is None else max_minutes * 60.0
+        self.started = 0.0
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.started = time.time()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.max_s is not None and time.time() - self.started > self.max_s:
+            control.should_training_stop = True
+            control.should_save = True

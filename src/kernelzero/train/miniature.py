@@ -1,0 +1,224 @@
+"""Miniature tasks for training from scratch: compositions of elementwise and reduction ops, each paired
+with a correct Triton kernel that this module writes.
+
+No pretrained code model can be loaded on the project's machines, so the Coder loop is shown to learn with a
+small model trained here: it is first fitted (supervised) on part of these tasks, then trained with CA-GRPO
+on tasks it has not seen. A task is a KernelBench-format module whose forward is a short chain of steps on
+`x` (scale, shift, relu, sigmoid, abs, square, silu, exp, clamp, and binary steps with a second input `y`:
+add, sub, mul, maximum), optionally followed by a sum, mean or max over dim 1. The matching kernel runs the
+same chain in one fused Triton kernel (one program per block of elements, or one per row for a reduction),
+step for step, so the mapping from reference to kernel is learnable yet never copied verbatim.
+
+    from kernelzero.train.miniature import make_tasks, write_split
+    tasks = make_tasks(200, seed=0, rows=64, cols=256)     # list[MiniTask], distinct forwards
+    write_split(tasks[:50], Path("runs/mini/test.jsonl"))   # a suite file `kernelzero eval` can load
+
+Every task is checked by tests (CPU, Triton's interpreter) to pass `kernelzero verify` with its kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+# name -> (reference line, kernel line); "{c}" is a constant drawn per step
+UNARY = {
+    "scale": ("x = x * {c}", "x = x * {c}"),
+    "shift": ("x = x + {c}", "x = x + {c}"),
+    "relu": ("x = torch.relu(x)", "x = tl.maximum(x, 0.0)"),
+    "sigmoid": ("x = torch.sigmoid(x)", "x = tl.sigmoid(x)"),
+    "abs": ("x = torch.abs(x)", "x = tl.abs(x)"),
+    "square": ("x = x * x", "x = x * x"),
+    "silu": ("x = F.silu(x)", "x = x * tl.sigmoid(x)"),
+    "exp": ("x = torch.exp(x)", "x = tl.exp(x)"),
+    "clamp": ("x = torch.clamp(x, min=-{c}, max={c})", "x = tl.minimum(tl.maximum(x, -{c}), {c})"),
+}
+BINARY = {
+    "add": ("x = x + y", "x = x + y"),
+    "sub": ("x = x - y", "x = x - y"),
+    "mul": ("x = x * y", "x = x * y"),
+    "maximum": ("x = torch.maximum(x, y)", "x = tl.maximum(x, y)"),
+}
+# name -> (reference return, value masked lanes take before reducing, kernel reduction)
+REDUCTIONS = {
+    "sum": ("torch.sum(x, dim=1)", "0.0", "tl.sum(x, axis=0)"),
+    "mean": ("torch.mean(x, dim=1)", "0.0", "tl.sum(x, axis=0) / n_cols"),
+    "max": ("torch.amax(x, dim=1)", 'float("-inf")', "tl.max(x, axis=0)"),
+}
+CONSTANTS = {"scale": ("0.5", "2.0", "1.5", "-1.0", "3.0"), "shift": ("1.0", "-0.5", "2.0"), "clamp": ("1.0", "0.5")}
+
+
+@dataclass(frozen=True)
+class MiniTask:
+    """One generated task and its reference solution."""
+
+    name: str  # "mini_00012"
+    steps: tuple[tuple[str, str], ...]  # (op, constant or "") in order
+    reduction: str  # "" or one of REDUCTIONS
+    source: str  # the KernelBench-format reference module
+    solution: str  # a ModelNew with one fused Triton kernel, correct by construction
+
+    @property
+    def two_inputs(self) -> bool:
+        return any(op in BINARY for op, _ in self.steps)
+
+
+def _lines(steps: tuple[tuple[str, str], ...], column: int) -> list[str]:
+    table = {**UNARY, **BINARY}
+    return [table[op][column].format(c=c) for op, c in steps]
+
+
+def _describe(steps: tuple[tuple[str, str], ...], reduction: str) -> str:
+    words = [f"{op} {c}".strip() if op != "clamp" else f"clamp to +-{c}" for op, c in steps]
+    text = ", then ".join(words)
+    return f"{text}, then the {reduction} over dim 1." if reduction else f"{text}, elementwise."
+
+
+def reference_source(steps: tuple[tuple[str, str], ...], reduction: str, rows: int, cols: int) -> str:
+    """The reference module (KernelBench format) of a chain of steps."""
+    two = any(op in BINARY for op, _ in steps)
+    args = "x, y" if two else "x"
+    body = "\n".join(f"        {line}" for line in _lines(steps, 0))
+    ret = REDUCTIONS[reduction][0] if reduction else "x"
+    inputs = ", ".join(["torch.randn(rows, cols)"] * (2 if two else 1))
+    return (
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+        "class Model(nn.Module):\n"
+        f'    """{_describe(steps, reduction).capitalize()}"""\n\n'
+        "    def __init__(self):\n        super().__init__()\n\n"
+        f"    def forward(self, {args}):\n{body}\n        return {ret}\n\n\n"
+        f"rows = {rows}\ncols = {cols}\n\n\n"
+        f"def get_inputs():\n    return [{inputs}]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+
+
+def _elementwise_solution(steps: tuple[tuple[str, str], ...], two: bool) -> str:
+    ptrs = "x_ptr, y_ptr, out_ptr" if two else "x_ptr, out_ptr"
+    loads = "    x = tl.load(x_ptr + offsets, mask=mask)\n"
+    loads += "    y = tl.load(y_ptr + offsets, mask=mask)\n" if two else ""
+    body = "".join(f"    {line}\n" for line in _lines(steps, 1))
+    args, call = ("x, y", "x, y, out") if two else ("x", "x, out")
+    cont = "        x = x.contiguous()\n" + ("        y = y.contiguous()\n" if two else "")
+    return (
+        "@triton.jit\n"
+        f"def fused_kernel({ptrs}, n_elements, BLOCK_SIZE: tl.constexpr):\n"
+        "    pid = tl.program_id(0)\n"
+        "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n"
+        "    mask = offsets < n_elements\n"
+        f"{loads}{body}"
+        "    tl.store(out_ptr + offsets, x, mask=mask)\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n\n"
+        f"    def forward(self, {args}):\n{cont}"
+        "        out = torch.empty_like(x)\n"
+        "        n_elements = x.numel()\n"
+        "        BLOCK_SIZE = 1024\n"
+        "        grid = (triton.cdiv(n_elements, BLOCK_SIZE),)\n"
+        f"        fused_kernel[grid]({call}, n_elements, BLOCK_SIZE=BLOCK_SIZE)\n"
+        "        return out\n"
+    )
+
+
+def _reduction_solution(steps: tuple[tuple[str, str], ...], two: bool, reduction: str) -> str:
+    ptrs = "x_ptr, y_ptr, out_ptr" if two else "x_ptr, out_ptr"
+    loads = "    x = tl.load(x_ptr + row * n_cols + cols, mask=mask)\n"
+    loads += "    y = tl.load(y_ptr + row * n_cols + cols, mask=mask)\n" if two else ""
+    body = "".join(f"    {line}\n" for line in _lines(steps, 1))
+    _, neutral, reduce = REDUCTIONS[reduction]
+    args, call = ("x, y", "x, y, out") if two else ("x", "x, out")
+    cont = "        x = x.contiguous()\n" + ("        y = y.contiguous()\n" if two else "")
+    return (
+        "@triton.jit\n"
+        f"def fused_kernel({ptrs}, n_cols, BLOCK_SIZE: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n"
+        "    cols = tl.arange(0, BLOCK_SIZE)\n"
+        "    mask = cols < n_cols\n"
+        f"{loads}{body}"
+        f"    x = tl.where(mask, x, {neutral})\n"
+        f"    tl.store(out_ptr + row, {reduce})\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n\n"
+        f"    def forward(self, {args}):\n{cont}"
+        "        n_rows, n_cols = x.shape\n"
+        "        out = torch.empty(n_rows, device=x.device, dtype=x.dtype)\n"
+        "        BLOCK_SIZE = triton.next_power_of_2(n_cols)\n"
+        f"        fused_kernel[(n_rows,)]({call}, n_cols, BLOCK_SIZE=BLOCK_SIZE)\n"
+        "        return out\n"
+    )
+
+
+def solution_source(steps: tuple[tuple[str, str], ...], reduction: str) -> str:
+    """A ModelNew computing the chain in one fused Triton kernel."""
+    two = any(op in BINARY for op, _ in steps)
+    head = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
+    if reduction:
+        return head + _reduction_solution(steps, two, reduction)
+    return head + _elementwise_solution(steps, two)
+
+
+def _draw_steps(rng: random.Random, max_steps: int) -> tuple[tuple[str, str], ...]:
+    steps: list[tuple[str, str]] = []
+    for _ in range(rng.randint(1, max_steps)):
+        names = list(UNARY) + list(BINARY)
+        if any(op == "exp" for op, _ in steps):
+            names.remove("exp")  # exp of exp overflows float32
+        op = rng.choice(names)
+        steps.append((op, rng.choice(CONSTANTS[op]) if op in CONSTANTS else ""))
+    return tuple(steps)
+
+
+def make_tasks(count: int, seed: int = 0, rows: int = 64, cols: int = 256, max_steps: int = 4) -> list[MiniTask]:
+    """`count` tasks with pairwise distinct forwards, drawn from `seed` (the same arguments give the same list)."""
+    if count < 1 or rows < 1 or cols < 1 or max_steps < 1:
+        raise ValueError(f"count, rows, cols and max_steps must be >= 1, got {count}, {rows}, {cols}, {max_steps}")
+    rng = random.Random(seed)
+    seen: set[tuple] = set()
+    tasks: list[MiniTask] = []
+    for _ in range(count * 50):
+        if len(tasks) == count:
+            break
+        steps = _draw_steps(rng, max_steps)
+        reduction = rng.choice(("", "") + tuple(REDUCTIONS))
+        if (steps, reduction) in seen:
+            continue
+        seen.add((steps, reduction))
+        tasks.append(
+            MiniTask(
+                name=f"mini_{len(tasks):05d}",
+                steps=steps,
+                reduction=reduction,
+                source=reference_source(steps, reduction, rows, cols),
+                solution=solution_source(steps, reduction),
+            )
+        )
+    if len(tasks) < count:
+        raise ValueError(f"only {len(tasks)} distinct tasks fit max_steps={max_steps}; asked for {count}")
+    return tasks
+
+
+def answer_text(task: MiniTask) -> str:
+    """The assistant message that answers a task: its solution in one python block."""
+    return f"```python\n{task.solution}```"
+
+
+def write_split(tasks: list[MiniTask], path: Path) -> Path:
+    """Write tasks as a suite file in the KernelBench dataset's columns (level 1), with their solutions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for t in tasks:
+            row = {"name": t.name, "code": t.source, "level": 1, "problem_id": int(t.name.split("_")[1])}
+            f.write(json.dumps({**row, "solution": t.solution}) + "\n")
+    return path
+
+
+def read_solutions(path: Path) -> dict[str, str]:
+    """Task name (as the suite loader names it, `level1/<name>`) -> solution, from a `write_split` file."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[f"level{row['level']}/{row['name']}"] = row["solution"]
+    return out

@@ -1,0 +1,146 @@
+"""The Coder's reward function for TRL's GRPOTrainer: verify every completion, then CA-GRPO per group.
+
+    reward = CoderReward(tasks_by_name, cfg.reward, cfg.verifier, group_size=8, store=VerdictStore(path))
+    GRPOTrainer(..., reward_funcs=[reward])        # TRL calls reward(prompts=..., completions=..., task=..., ...)
+
+TRL's contract: `(prompts, completions, **kwargs) -> list[float]`, one reward per completion, every dataset
+column passed as a keyword (here `task`, the task's name). Completions are verified through the local pool
+(`service.pool.verify_many`), a Ray cluster (the same call with `pool="ray"`), or the HTTP service
+(`service.client.Client.verify_batch`), so verification can run on other GPUs or machines.
+
+The gate of CA-GRPO needs the whole group, and TRL may split a group over processes: it repeats each prompt
+`num_generations` times contiguously and cuts the generation batch into equal contiguous slices, one per
+process. So each process verifies its own slice, then every process gathers (task, c_i, speedup, status,
+length) of ALL slices (`torch.distributed.all_gather_object`, a no-op with one process), computes the gate of
+every group from the whole group, and returns the rewards of its own slice. Consecutive runs of
+`group_size` rows must name one task; anything else means the layout changed and raises.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kernelzero.rewards import ca_grpo_rewards, is_correct, verdict_speedup
+from kernelzero.service.client import Client
+from kernelzero.service.pool import VerifyRequest, verify_many
+from kernelzero.service.store import VerdictStore
+from kernelzero.train.config import RewardConfig, VerifierConfig
+from kernelzero.types import Task, Verdict
+from kernelzero.verify import options_for
+
+Row = tuple[str, int, float | None, str, int]  # (task, c_i, speedup or None, strict status, completion tokens)
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string (standard format) or a list of messages (conversational)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return "".join(str(m.get("content", "")) for m in completion if m.get("role", "assistant") == "assistant")
+    raise ValueError(f"unexpected completion of type {type(completion).__name__}")
+
+
+def gather_rows(rows: list[Row]) -> tuple[list[Row], int]:
+    """Every process's rows in rank order, and this process's offset into them (one process: as given)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return list(rows), 0
+    parts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, rows)
+    offset = sum(len(p) for p in parts[: dist.get_rank()])
+    return [r for p in parts for r in p], offset
+
+
+def group_rewards(rows: Sequence[Row], group_size: int, reward: RewardConfig) -> tuple[list[float], list[bool]]:
+    """CA-GRPO over consecutive groups of `group_size` rows: (reward per row, gate open per group)."""
+    if len(rows) % group_size:
+        raise ValueError(f"{len(rows)} completions are not whole groups of {group_size}")
+    rewards: list[float] = []
+    gates: list[bool] = []
+    beta = 0.0 if reward.correctness_only else reward.beta
+    for start in range(0, len(rows), group_size):
+        group = rows[start : start + group_size]
+        if len({r[0] for r in group}) != 1:
+            raise ValueError(f"a group of {group_size} completions spans tasks {sorted({r[0] for r in group})}")
+        correct = [r[1] for r in group]
+        rewards += ca_grpo_rewards(
+            correct, [r[2] for r in group], reward.alpha, beta, gate=reward.gate, form=reward.form, cap=reward.cap
+        )
+        gates.append((not reward.gate) or sum(correct) / len(correct) >= reward.alpha - 1e-12)
+    return rewards, gates
+
+
+class CoderReward:
+    """A TRL reward function (callable object) computing CA-GRPO from verified completions."""
+
+    __name__ = "ca_grpo"  # TRL names a reward function's logs by this
+
+    def __init__(
+        self,
+        tasks: dict[str, Task],
+        reward: RewardConfig,
+        verifier: VerifierConfig,
+        group_size: int,
+        backend: str = "triton",
+        store: VerdictStore | None = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
+    ):
+        self.tasks = tasks
+        self.reward = reward
+        self.verifier = verifier
+        self.group_size = group_size
+        self.backend = backend
+        self.store = store
+        self.on_step = on_step  # called (on every process) with the gathered step statistics
+        overrides = {"policy": "strict", **{k: x for k, x in verifier.options.items() if k != "profile"}}
+        if reward.baseline == "compile":
+            overrides["compile_baseline"] = True
+        self.options = options_for("default", **overrides)
+
+    def verify(self, names: Sequence[str], texts: Sequence[str]) -> list[Verdict]:
+        """Verdicts of (task, completion) pairs, in order."""
+        unknown = sorted({n for n in names if n not in self.tasks})
+        if unknown:
+            raise ValueError(f"reward asked for unknown task(s) {unknown[:5]}")
+        v = self.verifier
+        if v.via == "http":
+            options = {"profile": "default", **{k: x for k, x in v.options.items() if k != "policy"}}
+            items = [(self.tasks[n], t, self.backend, options) for n, t in zip(names, texts)]
+            return Client(v.url or "", token=v.token).verify_batch(items, timeout_s=v.timeout_s)
+        requests = [VerifyRequest(self.tasks[n], t, self.backend, self.options, tag=i) for i, (n, t) in enumerate(zip(names, texts))]
+        out: list[Verdict | None] = [None] * len(requests)
+        pool = "ray" if v.via == "ray" else "local"
+        for req, verdict in verify_many(
+            requests, v.jobs, self.store, per_gpu=v.per_gpu, pool=pool, ray_address=v.ray_address
+        ):
+            out[req.tag] = verdict
+        return [x for x in out if x is not None]
+
+    def __call__(self, prompts: list, completions: list, task: list[str], **kwargs: Any) -> list[float]:
+        called = time.time()
+        texts = [completion_text(c) for c in completions]
+        ids = kwargs.get("completion_ids") or [[]] * len(texts)
+        verdicts = self.verify(task, texts)
+        rows: list[Row] = []
+        for name, verdict, token_ids in zip(task, verdicts, ids):
+            c = is_correct(verdict, "strict")
+            speed = verdict_speedup(verdict, self.reward.baseline) if c else None
+            rows.append((name, int(c), speed, verdict.policy_status.get("strict", verdict.status), len(token_ids)))
+        verified = time.time()
+        everything, offset = gather_rows(rows)
+        rewards, gates = group_rewards(everything, self.group_size, self.reward)
+        if self.on_step is not None:
+            self.on_step(
+                {
+                    "rows": everything,
+                    "rewards": rewards,
+                    "gates": gates,
+                    "reward_called_at": called,
+                    "verify_s": time.time() - called,
+                    "verified_at": verified,
+                }
+            )
+        return rewards[offset : offset + len(rows)]

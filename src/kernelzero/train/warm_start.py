@@ -1,0 +1,113 @@
+"""Supervised warm start: fit the policy on (Coder prompt, correct kernel) pairs before GRPO.
+
+    examples = sft_examples(tasks, solutions, tokenizer, "triton")     # token ids, loss on the answer only
+    history = warm_start(model, tokenizer, examples, cfg.warm_start, device="cuda", probe=probe_fn)
+
+The prompt is exactly the Coder's one-shot prompt (`coder.prompts.build_messages`) through the tokenizer's
+chat template, so the model is trained on what GRPO and `kernelzero eval` later show it. The loss covers
+the answer and its end token only. With `eval_every > 0`, `probe(model)` (held-out pass@1, measured by the
+caller with real verification) runs every that many steps, and the warm start stops as soon as the probe
+lies in `stop_band`: the miniature wants GRPO to start from a policy that solves some tasks, not all.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kernelzero.coder.prompts import build_messages
+from kernelzero.train.config import WarmStartConfig
+from kernelzero.types import Task
+
+
+def prompt_text(tokenizer: Any, task: Task, backend: str) -> str:
+    """The chat-templated Coder prompt of `task`, ending where the answer starts."""
+    return tokenizer.apply_chat_template(build_messages(task, backend), tokenize=False, add_generation_prompt=True)
+
+
+def sft_examples(
+    tasks: Sequence[Task], solutions: dict[str, str], tokenizer: Any, backend: str
+) -> list[tuple[list[int], int]]:
+    """(token ids of prompt + answer + end token, number of prompt tokens) per task that has a solution."""
+    out = []
+    for task in tasks:
+        if task.name not in solutions:
+            raise ValueError(f"no solution for task {task.name}")
+        prompt = tokenizer(prompt_text(tokenizer, task, backend), add_special_tokens=False)["input_ids"]
+        answer = f"```python\n{solutions[task.name]}```{tokenizer.eos_token}"
+        ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        out.append((list(prompt) + list(ids), len(prompt)))
+    return out
+
+
+def _batch(examples: list[tuple[list[int], int]], pad_id: int, device: str) -> dict[str, Any]:
+    import torch
+
+    width = max(len(ids) for ids, _ in examples)
+    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, (ids, n_prompt) in enumerate(examples):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        labels[row, n_prompt : len(ids)] = torch.tensor(ids[n_prompt:])
+        mask[row, : len(ids)] = 1
+    return {"input_ids": input_ids.to(device), "labels": labels.to(device), "attention_mask": mask.to(device)}
+
+
+def warm_start(
+    model: Any,
+    tokenizer: Any,
+    examples: list[tuple[list[int], int]],
+    cfg: WarmStartConfig,
+    device: str = "cpu",
+    seed: int = 0,
+    probe: Callable[[Any], float] | None = None,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Train `model` in place for `cfg.steps` steps (cosine decay to 10%); return one log record per step."""
+    import torch
+
+    if not examples:
+        raise ValueError("the warm start needs at least one example")
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    warmup = max(1, cfg.steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.45 * (1 + math.cos(math.pi * s / max(1, cfg.steps))))
+    )
+    bf16 = device.startswith("cuda") and next(model.parameters()).dtype == torch.float32
+    history: list[dict[str, Any]] = []
+    order: list[int] = []
+    for step in range(1, cfg.steps + 1):
+        start = time.monotonic()
+        if len(order) < cfg.batch_size:
+            order += rng.sample(range(len(examples)), len(examples))
+        picked, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        batch = _batch([examples[i] for i in picked], tokenizer.pad_token_id, device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        record: dict[str, Any] = {"step": step, "loss": round(loss.item(), 5), "seconds": time.monotonic() - start}
+        stop = False
+        if probe is not None and cfg.eval_every > 0 and (step % cfg.eval_every == 0 or step == cfg.steps):
+            model.eval()
+            record["probe_pass1"] = probe(model)
+            model.train()
+            lo, hi = cfg.stop_band
+            stop = lo <= record["probe_pass1"] <= hi
+        history.append(record)
+        if on_log is not None:
+            on_log(record)
+        if stop:
+            break
+    model.eval()
+    return history

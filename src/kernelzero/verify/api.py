@@ -1,0 +1,73 @@
+"""`verify()`, `precheck()` and `format_problem()`: the verifier's entry points (re-exported by `kernelzero.verify`)."""
+
+from __future__ import annotations
+
+import ast
+
+from kernelzero.extract import extract_code
+from kernelzero.types import Task, Verdict
+from kernelzero.verify.backends import backend_module, get_backend
+from kernelzero.verify.judge.run import run_judge
+from kernelzero.verify.judge.standby import Standby
+from kernelzero.verify.options import VerifyOptions, options_for
+from kernelzero.verify.static import check_candidate
+from kernelzero.verify.verdicts import early_verdict
+
+
+def format_problem(source: str) -> str:
+    """'' if `source` parses and defines a class ModelNew at top level, else what is wrong."""
+    if not source.strip():
+        return "no code found in the completion"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"not valid Python: line {exc.lineno}: {exc.msg}"
+    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
+        return "the code defines no top-level `class ModelNew`"
+    return ""
+
+
+def precheck(task: Task, source: str, backend: str, opts: VerifyOptions) -> Verdict | None:
+    """The checks that need no process: the format and, unless switched off, the static checks.
+
+    A verdict when the candidate is rejected, else None. `verify()` and both pools run this before anything is
+    built or started, so a rejected candidate never costs a build.
+    """
+    problem = format_problem(source)
+    if problem:
+        return early_verdict(task, source, backend, opts, "format_error", "extract", problem)
+    if not opts.static_checks:
+        return None
+    violations = check_candidate(source, get_backend(backend))
+    if not violations:
+        return None
+    status = "no_kernel" if all(v.rule == "no-kernel" for v in violations) else "static_violation"
+    found = [v for v in violations if status == "no_kernel" or v.rule != "no-kernel"]
+    message = "; ".join(f"line {v.line}: {v.message}" if v.line else v.message for v in found[:3])
+    return early_verdict(task, source, backend, opts, status, "static", message)
+
+
+def _gpu_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def verify(
+    task: Task, candidate: str, backend: str, options: VerifyOptions | None = None, *, standby: Standby | None = None
+) -> Verdict:
+    """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults.
+
+    `backend`: a name in `BACKENDS`. `standby`: judges started ahead of requests (judge/standby.py); one is used
+    when ready.
+    """
+    opts = options or options_for()
+    record = get_backend(backend)
+    source = extract_code(candidate)
+    rejected = precheck(task, source, backend, opts)
+    if rejected is not None:
+        return rejected
+    gpu = _gpu_available() and opts.device != "cpu"
+    if not gpu and record.without_gpu == "compile":
+        return backend_module(record, "without_gpu").verify_without_gpu(task, source, record, opts)
+    return run_judge(task, source, record, opts, standby)

@@ -1,0 +1,385 @@
+"""The trusted side of one verification: reference, inputs, expected outputs, comparison, verdict.
+
+`judge(task, source, backend, opts)` runs in a process that never imports candidate code: it
+builds the reference `Model`, draws inputs from a secret seed, computes the expected outputs, starts
+the candidate's worker in the sandbox, sends it copies of the inputs, compares what comes back and
+times both sides. `python -m kernelzero.verify.judge.judge REQUEST.json RESULT.json` runs it as a child
+of `verify()`, so a crash of the reference or of torch cannot take the caller down.
+"""
+
+from __future__ import annotations
+
+import platform
+import secrets
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from kernelzero.tasks.hashing import task_hash
+from kernelzero.tasks.module import ContractError
+from kernelzero.tasks.quality import degenerate_reasons
+from kernelzero.types import POLICIES, Backend, Task, Verdict, from_dict, to_dict
+from kernelzero.verify.backends import BACKENDS, backend_module
+from kernelzero.verify.feedback import feedback_for
+from kernelzero.verify.judge.anticheat import first_filter_verdict, policy_result
+from kernelzero.verify.judge.compare import compare, same_inputs
+from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
+from kernelzero.verify.judge.reference import Reference
+from kernelzero.verify.judge.timing_stage import timed_comparison
+from kernelzero.verify.options import VerifyOptions, tolerances
+from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
+from kernelzero.verify.verdicts import candidate_hash
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return out
+
+
+class Judge:
+    """One verification; `run()` returns the Verdict."""
+
+    def __init__(self, task: Task, source: str, backend: Backend, opts: VerifyOptions):
+        self.task, self.source, self.backend, self.opts = task, source, backend, opts
+        cuda = torch.cuda.is_available() and opts.device in ("auto", "cuda")
+        if opts.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' asked for, but no CUDA GPU is visible")
+        self.device = "cuda" if cuda else "cpu"
+        self.device_name = torch.cuda.get_device_name() if cuda else "cpu"
+        self.atol, self.rtol = tolerances(opts, task.atol, task.rtol)
+        self.seed = opts.seed if opts.seed is not None else secrets.randbits(62)
+        self.stage_s: dict[str, float] = {}
+        self.notes: list[str] = []
+        self.fields: dict = {}
+        self.deferred: list | None = None  # workers to close after the verdict is written (run)
+
+    # -- verdict helpers -------------------------------------------------------------------------
+    def verdict(self, status: str, stage: str, message: str = "", **extra) -> Verdict:
+        base = dict(
+            status=status,
+            task=self.task.name,
+            task_hash=task_hash(self.task),
+            candidate_hash=candidate_hash(self.source),
+            backend=self.backend.name,
+            profile=self.opts.profile,
+            device=self.device_name,
+            stage=stage,
+            message=message,
+            atol=self.atol,
+            rtol=self.rtol,
+            precision=self.opts.precision,
+            notes=tuple(self.notes),
+            stage_seconds=dict(self.stage_s),
+            versions=versions(),
+        )
+        base.update(self.fields)
+        base.update(extra)
+        base.pop("stage_hint", None)
+        base["policy"] = self.opts.policy
+        base.setdefault("policy_status", dict.fromkeys(POLICIES, status))
+        verdict = Verdict(**base)
+        return Verdict(**{**base, "feedback": feedback_for(verdict)})
+
+    def _timed(self, stage: str, start: float) -> None:
+        self.stage_s[stage] = round(self.stage_s.get(stage, 0.0) + time.perf_counter() - start, 4)
+
+    # -- the public surface the stages use (timing_stage.py, backends' compile checks) -----------------------
+    def timed(self, stage: str, start: float) -> None:
+        """Add the seconds since `start` to `stage` in the verdict's stage timings."""
+        self.stage_s[stage] = round(self.stage_s.get(stage, 0.0) + time.perf_counter() - start, 4)
+
+    def on_device(self, tensors: list) -> list:
+        return [t.to(self.device) for t in tensors]
+
+    def load_request(self, cand_path: Path, device: str, interpret: bool, gpu_mem_fraction: float) -> dict:
+        """The worker's `load` command for this verification (constructs ModelNew with the reference's state)."""
+        return {
+            "cmd": "load",
+            "path": str(cand_path),
+            "device": device,
+            "interpret": interpret,
+            "init_inputs": self.ref.init_inputs,
+            "seed": self.seed,
+            "state_dict": self.ref.state_dict,
+            "dtype": self.opts.precision,
+            "eval_mode": self.opts.eval_mode,
+            "gpu_mem_fraction": gpu_mem_fraction,
+        }
+
+    def worker_hooks(self) -> list[str]:
+        """The worker hooks to install: every known backend's (a candidate may launch kernels of several
+        languages, and each counts as its own work), this request's backend included."""
+        packages = dict.fromkeys([*(b.package for b in BACKENDS.values()), self.backend.package])
+        return [f"{package}.hook" for package in packages]
+
+    def run_timeout(self) -> float:
+        """The limit of one forward call in the worker (scaled to the reference's time)."""
+        ref_ms = self.stage_s.get("ref_forward_ms", 0.0)
+        return max(self.opts.timeout_floor_s, self.opts.timeout_scale * ref_ms / 1e3)
+
+    def failed(self, reply: dict) -> Verdict:
+        """The verdict of a worker reply that reports a failure."""
+        return self.verdict(reply["status"], reply["stage"], reply["message"], error_log=reply.get("log", ""))
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self, started: StartedWorker | None = None, deferred: list | None = None) -> Verdict:
+        """Verify; `started` is a worker the launcher started while this process imported torch.
+
+        `deferred`: when given, the launcher's worker is not closed here but appended, for the launcher to
+        close once the verdict is written (its folder is the launcher's; it holds no GPU lease by then).
+        """
+        with (
+            tempfile.TemporaryDirectory(prefix="kz-judge-") as private,
+            tempfile.TemporaryDirectory(prefix="kz-cand-") as shared,
+        ):
+            Path(private).chmod(0o700)
+            interpret = self.device == "cpu" and self.backend.without_gpu == "interpret"
+            if started is None or started.interpret != interpret:
+                if started is not None:  # the launcher guessed the device wrong
+                    started.worker.close()
+                started = start_worker(
+                    self.source,
+                    Path(shared),
+                    interpret=interpret,
+                    user=self.opts.sandbox_user,
+                    isolate_network=self.opts.isolate_network,
+                    host_mem_gb=self.opts.host_mem_gb,
+                )
+                deferred = None  # this worker lives in this call's folder: closed here
+            self.deferred = deferred
+            return self._run(Path(private), started)
+
+    def _run(self, private: Path, started: StartedWorker) -> Verdict:
+        start = time.perf_counter()
+        self.notes += started.plan.notes
+        worker = started.worker
+        try:
+            if self.device == "cuda" and self.opts.cuda_ipc:
+                why = worker.check_ipc() if started.ipc_why is None else started.ipc_why
+                self.timed("ipc_check", start)
+                if why:
+                    self.notes.append(f"GPU tensors moved through host memory (CUDA IPC unavailable: {why[:200]})")
+            # The candidate's import (its builds) runs before this sample takes the GPU.
+            self.fields["stage_hint"] = "build"
+            started_import = time.perf_counter()
+            worker.send(
+                {
+                    "cmd": "import",
+                    "path": str(started.cand_path),
+                    "device": self.device,
+                    "interpret": started.interpret,
+                    "gpu_mem_fraction": self.opts.gpu_mem_fraction,
+                    "hooks": self.worker_hooks(),
+                }
+            )
+            reply, _ = worker.receive(self.opts.build_timeout_s, "importing the candidate (building its kernels)")
+            self.timed("import", started_import)
+            if not reply["ok"]:
+                return self.failed(reply)
+            self.stage_s["build"] = round(reply["build_s"], 4)
+            self.notes += [f"worker: {str(n)[:300]}" for n in reply.get("notes", [])[:4]]  # its words, not ours
+            if self.device != "cuda":
+                return self._with_lease(private, worker, started)
+            return self._on_gpu(private, worker, started)
+        except WorkerDied as exc:
+            return self.verdict(
+                exc.status,
+                self.fields.get("stage_hint", "load"),
+                str(exc),
+                exit_signal=exc.exit_signal,
+                exit_code=exc.exit_code,
+                error_log=worker.log_tail(),
+            )
+        finally:
+            if self.deferred is None:
+                worker.close()
+            else:
+                self.deferred.append(worker)
+
+    def _on_gpu(self, private: Path, worker: WorkerProcess, started: StartedWorker) -> Verdict:
+        """The rest of the run under the GPU's shared lease (timing takes it alone, see `_timing`)."""
+        torch.zeros(1, device="cuda")  # create the CUDA context before taking the GPU
+        try:
+            with gpu_lease(shared=True) as waited:
+                held = self.lease_held_at = time.perf_counter()
+                self.stage_s["gpu_wait"] = round(waited, 4)
+                self.stage_s["gpu_lease_at"] = round(time.time(), 3)  # wall clock, to check leases never overlap
+                if probe_log:
+                    self.notes.append(
+                        f"the GPU passed a health probe after an earlier crash ({probe_log[-1][1]:.1f} s)"
+                    )
+                try:
+                    verdict = self._with_lease(private, worker, started)
+                except WorkerDied:
+                    mark_suspect()
+                    raise
+                finally:
+                    self.stage_s["gpu_lease"] = round(time.perf_counter() - held, 4)
+                    self.stage_s.setdefault("gpu_shared", self.stage_s["gpu_lease"])
+                if verdict.status == "crash":
+                    mark_suspect()
+                return replace(verdict, stage_seconds={**verdict.stage_seconds, **self.stage_s})
+        except GpuUnhealthy as exc:
+            return self.verdict("crash", "gpu_health", f"the GPU failed its health probe after an earlier crash: {exc}")
+
+    def _with_lease(self, private: Path, worker: WorkerProcess, started: StartedWorker) -> Verdict:
+        start = time.perf_counter()
+        try:
+            self.ref = Reference.build(self.task, self.opts, self.device, self.seed, private)
+        except ContractError as exc:
+            raise ValueError(f"the task itself is broken ({exc.kind}): {exc}") from None
+        self.timed("reference", start)
+        return self._with_worker(worker, started.cand_path, started.interpret)
+
+    def _with_worker(self, worker: WorkerProcess, cand_path: Path, interpret: bool) -> Verdict:
+        start = time.perf_counter()
+        self.fields["stage_hint"] = "init"
+        worker.send(self.load_request(cand_path, self.device, interpret, self.opts.gpu_mem_fraction))
+        reply, _ = worker.receive(self.opts.build_timeout_s, "constructing ModelNew")
+        self.timed("load", start)
+        if not reply["ok"]:
+            return self.failed(reply)
+        self.fields["params"] = reply["params"]
+        failure = self._correctness(worker)
+        check = backend_module(self.backend, "compile_check").compile_check if interpret else None
+        if failure is not None:
+            if (
+                check is not None
+                and self.opts.compile_check
+                and failure.status == "runtime_error"
+                and "out-of-bounds" not in failure.message
+            ):
+                # The interpreter trips over what a GPU compiler rejects (a misspelt tl. name): say so.
+                compiled = check(self, cand_path)
+                if compiled is not None and "CompilationError" in compiled.error_log:
+                    return compiled
+            return failure
+        if check is not None and self.opts.compile_check:
+            failed = check(self, cand_path)
+            if failed is not None:
+                return failed
+        return self._timing(worker)
+
+    def _correctness(self, worker: WorkerProcess) -> Verdict | None:
+        self.fields["stage_hint"] = "correctness"
+        passed = 0
+        draws: list = []
+        for trial in range(self.opts.trials):
+            inputs = self.ref.inputs(self.seed + 1 + trial)
+            t0 = time.perf_counter()
+            expected = self.ref.expected(inputs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            self.stage_s["ref_forward_ms"] = max(
+                self.stage_s.get("ref_forward_ms", 0), (time.perf_counter() - t0) * 1e3
+            )
+            start = time.perf_counter()
+            worker.send({"cmd": "run", "inputs": inputs})
+            reply, tensors = worker.receive(self.run_timeout(), f"correctness trial {trial}")
+            self.timed("correctness", start)
+            if trial == 0:  # Triton's JIT compile happens here
+                self.timed("first_call", start)
+            if not reply["ok"]:
+                return self.failed(reply)
+            if reply.get("bf16") and "bf16" not in " ".join(self.notes):
+                self.notes.append("bf16 ran in Triton's interpreter, whose bf16 arithmetic is unreliable")
+            rejected = first_filter_verdict(self, reply, trial, passed)
+            if rejected is not None:
+                return rejected
+            outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"] :]
+            if worker.ipc:  # the worker ran on the judge's lent copies: read them where they are
+                after = worker.sink.lent
+            if trial < 2:
+                draws.append((expected, inputs))
+            failure = compare(expected, self.on_device(outs), self.atol, self.rtol, trial)
+            if failure is None:
+                changed = same_inputs([x for x in inputs if isinstance(x, torch.Tensor)], self.on_device(after))
+                if changed:
+                    return self.verdict("input_mutated", "correctness", changed, trials=trial + 1, trials_passed=passed)
+                if reply.get("output_problem"):
+                    return self.verdict(
+                        "bad_output", "correctness", reply["output_problem"], trials=trial + 1, trials_passed=passed
+                    )
+                passed += 1
+                continue
+            return self.verdict(
+                failure.status,
+                "correctness",
+                f"trial {trial}: {failure.message}",
+                mismatch=failure.mismatch,
+                trials=trial + 1,
+                trials_passed=passed,
+            )
+        self.fields.update(trials=self.opts.trials, trials_passed=passed)
+        if len(draws) == 2:
+            reasons = degenerate_reasons(draws[0][0], draws[1][0], draws[0][1], max(self.atol, 1e-6))
+            if reasons:
+                self.fields["task_degenerate"] = tuple(reasons)
+                self.notes.append("degenerate task, a trivial answer passes: " + "; ".join(reasons))
+        return None
+
+    def confirm_speedup(self, speedup: float) -> Verdict | None:
+        """Re-verify an implausible speedup in a fresh worker with more trials, sets and timed calls.
+
+        None when the second run is correct and its speedup is at least half the first; else a
+        verdict `unconfirmed_speedup` saying what the second run found.
+        """
+        opts = replace(
+            self.opts,
+            confirming=True,
+            trials=max(10, self.opts.trials),
+            timed_calls=100,
+            input_sets=5,
+            seed=None,
+            baselines_dir=self.opts.baselines_dir,
+        )
+        second = Judge(self.task, self.source, self.backend, opts).run()
+        if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
+            self.notes.append(
+                f"speedup {speedup:.1f}x over the {self.opts.speedup_cap:g}x cap confirmed by a stricter "
+                f"second verification ({second.speedup_eager:.1f}x)"
+            )
+            return None
+        found = second.message or f"{second.status}, {second.speedup_eager or 0:.2f}x"
+        return self.verdict(
+            "unconfirmed_speedup",
+            "timing",
+            f"{speedup:.1f}x over eager was not confirmed by a stricter second verification: {found}",
+        )
+
+    def _timing(self, worker: WorkerProcess) -> Verdict:
+        if self.device == "cpu" or not self.opts.time_it:
+            note = "no GPU: correctness only" if self.device == "cpu" else "timing not asked for"
+            status, message, per = policy_result(self, "correct", "")
+            return self.verdict(status, "done", message, timing_note=note, policy_status=per)
+        self.stage_s["gpu_shared"] = round(time.perf_counter() - self.lease_held_at, 4)  # then it lets go to time
+        with exclusive_gpu() as waited:
+            held = time.perf_counter()
+            self.stage_s.update(gpu_excl_wait=round(waited, 4), gpu_excl_at=round(time.time(), 3))
+            try:
+                return timed_comparison(self, worker)
+            finally:
+                self.stage_s["gpu_excl"] = round(time.perf_counter() - held, 4)
+
+
+def judge_request(request: dict, started: StartedWorker | None = None, deferred: list | None = None) -> dict:
+    """Run one verification request (as written by verify()); return the result payload (`deferred`: Judge.run)."""
+    task = from_dict(Task, request["task"])
+    opts = from_dict(VerifyOptions, request["options"])
+    try:
+        backend = from_dict(Backend, request["backend"])
+        verdict = Judge(task, request["source"], backend, opts).run(started, deferred)
+        return {"verdict": to_dict(verdict)}
+    except ValueError as exc:
+        if started is not None:
+            started.worker.close()
+        return {"error": str(exc)}

@@ -1,0 +1,146 @@
+"""Entry point of the judge process: `python -m kernelzero.verify.judge.launch REQUEST.json RESULT.json`.
+
+It starts the candidate's sandboxed worker first, before importing torch, so the worker's
+start-up (a fresh interpreter importing torch and Triton) overlaps the judge's own; then it hands
+the running worker to the judge (`judge.py`). If the cheap guess of whether a GPU is visible turns
+out wrong once torch is loaded, the judge starts a new worker.
+
+Standby: `python -m kernelzero.verify.judge.launch --standby SPEC_JSON` does all of that before any request
+exists (verify/judge/standby.py keeps a few ready): it starts its worker with the sandbox of SPEC (user,
+network, host memory), imports torch, and on a GPU warms the worker (verify/worker/warm.py) and runs the CUDA
+IPC check. Then it reads two lines on stdin, REQUEST.json and RESULT.json, writes the candidate into the
+worker's folder, and judges exactly as above. It serves one request and exits; a request whose sandbox
+differs from SPEC gets a fresh worker; end of input without a request ends it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from kernelzero.types import from_dict
+from kernelzero.verify.options import VerifyOptions
+from kernelzero.verify.sandbox.process import die_with_parent, gpu_visible, make_non_dumpable, outlive_parent
+from kernelzero.verify.sandbox.worker_process import WorkerDied, start_worker
+
+
+def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
+    """What a started worker's sandbox depends on (a standby's SPEC)."""
+    return {
+        "user": opts.sandbox_user,
+        "isolate_network": opts.isolate_network,
+        "host_mem_gb": opts.host_mem_gb,
+        "on_gpu": on_gpu,
+    }
+
+
+def on_gpu(opts: VerifyOptions) -> bool:
+    """Whether a judge for these options runs on a GPU (a guess before torch is imported)."""
+    return opts.device == "cuda" or (opts.device == "auto" and gpu_visible())
+
+
+def _answer(path: str, payload: dict) -> None:
+    """Write the result (atomically), then let go of the output the caller reads to its end: it takes the
+    result now, without waiting for this process's teardown."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    outlive_parent()
+
+
+def main(argv: list[str]) -> int:
+    make_non_dumpable()
+    if argv[:1] != ["--parent"]:
+        raise SystemExit("usage: launch --parent PID (REQUEST RESULT | --standby SPEC)")
+    die_with_parent(int(argv[1]))
+    argv = argv[2:]
+    if argv[0] == "--standby":
+        return standby(json.loads(argv[1]))
+    request = json.loads(Path(argv[0]).read_text())
+    opts = from_dict(VerifyOptions, request["options"])
+    gpu = on_gpu(opts)
+    with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:
+        started = start_worker(
+            request["source"],
+            Path(shared),
+            interpret=not gpu and request["backend"]["without_gpu"] == "interpret",
+            user=opts.sandbox_user,
+            isolate_network=opts.isolate_network,
+            host_mem_gb=opts.host_mem_gb,
+        )
+        from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the worker starts
+
+        deferred: list = []
+        try:
+            _answer(argv[1], judge_request(request, started, deferred))
+        finally:  # also when the death signal interrupts the judge: its worker and folders go too
+            for worker in deferred:
+                worker.close()
+    return 0
+
+
+def standby(spec: dict) -> int:
+    with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:
+        started = start_worker(
+            "",
+            Path(shared),
+            interpret=not spec["on_gpu"],
+            user=spec["user"],
+            isolate_network=spec["isolate_network"],
+            host_mem_gb=spec["host_mem_gb"],
+        )
+        worker = started.worker
+        import torch
+
+        from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the worker starts
+
+        gpu = spec["on_gpu"] and torch.cuda.is_available()
+        if gpu:
+            torch.zeros(1, device="cuda")  # the judge's CUDA context
+        try:
+            worker.send({"cmd": "warm", "gpu": gpu})
+            reply, _ = worker.receive(300.0, "the standby worker's warm-up")
+            started.plan = replace(
+                started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"]
+            )
+            if gpu:
+                started.ipc_why = worker.check_ipc()
+        except WorkerDied:
+            pass  # seen below: the request gets a fresh worker
+        paths = [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
+        if not all(paths):
+            worker.close()
+            return 0
+        request = json.loads(Path(paths[0]).read_text())
+        opts = from_dict(VerifyOptions, request["options"])
+        interpret = not on_gpu(opts) and request["backend"]["without_gpu"] == "interpret"
+        if sandbox_spec(opts, on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
+            worker.close()
+            started = None  # the judge starts a worker with this request's sandbox
+        else:
+            started.cand_path.write_text(request["source"])
+            if started.plan.uid is not None:
+                os.chown(started.cand_path, started.plan.uid, started.plan.gid)
+            if not opts.cuda_ipc and started.ipc_why == "":  # checked, but this request asks for host memory
+                worker.ipc_off()
+                started.ipc_why = None
+        deferred: list = []
+        try:
+            _answer(paths[1], judge_request(request, started, deferred))
+        finally:  # after the answer (the caller does not wait for the worker's exit), or on the death signal
+            for worker in deferred:
+                worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

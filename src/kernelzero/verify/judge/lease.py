@@ -1,0 +1,157 @@
+"""Who may use a GPU when, across processes: `gpu_lease(shared=True)`, then `exclusive_gpu()` to time.
+
+A sample's correctness checks (reference, candidate load, trials, Triton's JIT compile on the first
+call) may share a GPU with other samples' checks: they measure nothing. Timing may not: from the
+first warm-up call to the last timed call of candidate and reference, the judge holds the GPU
+exclusively, so no sample is ever timed while another runs on its GPU, whoever started them (the
+pool's runners, another `kernelzero eval`, the service). Process start-up, imports and the candidate's
+builds happen before any lease is taken, so GPUs do not wait on compilers.
+
+Mechanism: a readers-writer `flock` on `/tmp/kernelzero-gpu-locks/<GPU uuid>.lock` (shared for
+checks, exclusive for timing) behind a turnstile lock `<uuid>.turn` that every taker passes and a
+writer holds until it has the GPU, so a waiting timer is never starved by a stream of checkers. A
+judge going from checks to timing first lets go of its shared hold (two judges upgrading at once
+would otherwise deadlock). Locks are released when the judge exits, however it exits. As root the
+files are private to root, so a sandboxed candidate (another user) cannot take them. Leases are
+re-entrant within a process (the stricter second verification of an implausible speedup runs inside
+the first's timing).
+
+Health: a judge whose sample crashed on the GPU (an illegal memory access breaks that process's CUDA
+context) marks the GPU suspect before it lets go; whoever takes the lease next first waits for the GPU
+to be free, runs the health probe (verify/judge/probe.py) in a fresh process, and gets `GpuUnhealthy` if it
+fails. GPUs are never reset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from kernelzero.verify.judge.probe import probe_gpu
+
+LOCK_DIR = Path(os.environ.get("KZ_GPU_LOCK_DIR", "/tmp/kernelzero-gpu-locks"))
+_held: dict[str, dict] = {}  # uuid -> {"fd", "turn", "mode", "depth"} of this process's lease
+probe_log: list[tuple[bool, float, str]] = []  # this process's probes: (ok, seconds, message)
+
+
+class GpuUnhealthy(RuntimeError):
+    """The GPU failed its health probe after an earlier crash."""
+
+
+def suspect_path(uuid: str) -> Path:
+    return LOCK_DIR / f"{uuid}.suspect"
+
+
+def mark_suspect(uuid: str | None = None) -> None:
+    """Call while holding the lease: the next holder probes the GPU first."""
+    suspect_path(uuid or _device_uuid()).touch()
+
+
+def _probe_if_suspect(uuid: str) -> None:
+    marker = suspect_path(uuid)
+    if not marker.exists():
+        return
+    result = probe_gpu(None, device="cuda-held")
+    probe_log.append((result.ok, result.seconds, result.message))
+    if not result.ok:
+        raise GpuUnhealthy(result.message)
+    marker.unlink(missing_ok=True)
+
+
+def lock_path(uuid: str) -> Path:
+    return LOCK_DIR / f"{uuid}.lock"
+
+
+def _device_uuid() -> str:
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return str(getattr(props, "uuid", "")) or f"{props.name}-{torch.cuda.current_device()}".replace(" ", "_")
+
+
+def turn_path(uuid: str) -> Path:
+    return LOCK_DIR / f"{uuid}.turn"
+
+
+def _open(path: Path) -> int:
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        LOCK_DIR.chmod(0o1777)
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600 if os.geteuid() == 0 else 0o644)
+
+
+def _take(held: dict, uuid: str, mode: int) -> None:
+    """Pass the turnstile and take the lock in `mode`; probe first (exclusively) if the GPU is suspect."""
+    fcntl.flock(held["turn"], fcntl.LOCK_EX)
+    try:
+        if suspect_path(uuid).exists():
+            fcntl.flock(held["fd"], fcntl.LOCK_EX)
+            _probe_if_suspect(uuid)
+        fcntl.flock(held["fd"], mode)
+    finally:
+        fcntl.flock(held["turn"], fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def gpu_lease(uuid: str | None = None, shared: bool = False) -> Iterator[float]:
+    """Hold the current GPU's lease (shared: beside other checkers; else alone); yields the seconds waited."""
+    uuid = uuid or _device_uuid()
+    held = _held.get(uuid)
+    if held is not None:
+        if not shared and held["mode"] == "shared":
+            raise RuntimeError("already holding the shared lease: use exclusive_gpu() to time")
+        held["depth"] += 1
+        try:
+            yield 0.0
+        finally:
+            held["depth"] -= 1
+        return
+    held = {
+        "fd": _open(lock_path(uuid)),
+        "turn": _open(turn_path(uuid)),
+        "mode": "shared" if shared else "exclusive",
+        "depth": 1,
+    }
+    try:
+        start = time.perf_counter()
+        try:
+            _take(held, uuid, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except GpuUnhealthy:
+            fcntl.flock(held["fd"], fcntl.LOCK_UN)
+            raise
+        _held[uuid] = held
+        try:
+            yield time.perf_counter() - start
+        finally:
+            _held.pop(uuid, None)
+            fcntl.flock(held["fd"], fcntl.LOCK_UN)
+    finally:
+        os.close(held["fd"])
+        os.close(held["turn"])
+
+
+@contextlib.contextmanager
+def exclusive_gpu(uuid: str | None = None) -> Iterator[float]:
+    """The GPU alone (for timing), from inside a shared lease or without one; yields the seconds waited.
+
+    From a shared lease the hold is given up first, then retaken exclusively; it stays exclusive until
+    the outer lease ends.
+    """
+    uuid = uuid or _device_uuid()
+    held = _held.get(uuid)
+    if held is None:
+        with gpu_lease(uuid) as waited:
+            yield waited
+        return
+    if held["mode"] == "exclusive":
+        yield 0.0
+        return
+    start = time.perf_counter()
+    fcntl.flock(held["fd"], fcntl.LOCK_UN)
+    _take(held, uuid, fcntl.LOCK_EX)
+    held["mode"] = "exclusive"
+    yield time.perf_counter() - start

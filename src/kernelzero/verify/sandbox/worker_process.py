@@ -1,0 +1,246 @@
+"""The candidate's worker process as the judge sees it: start it in the sandbox (`start_worker`), send commands,
+receive replies under deadlines and a resident-memory cap (`WorkerProcess`), and the exception that says how it
+died (`WorkerDied`). The sandbox's rules themselves are in `process.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
+from kernelzero.verify.sandbox.process import SandboxPlan, apply_limits, plan_sandbox, prepare_workdir
+
+
+class WorkerDied(Exception):
+    """The worker exited, was killed or broke the channel; `status` and `message` say how."""
+
+    def __init__(self, status: str, message: str, exit_signal: str = "", exit_code: int | None = None):
+        super().__init__(message)
+        self.status, self.exit_signal, self.exit_code = status, exit_signal, exit_code
+
+
+class WorkerProcess:
+    """A running candidate worker: send commands, receive replies under deadlines and a memory cap."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, mem_limit_bytes: int):
+        self.xfer = _transfer_folder(plan)
+        env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
+        self.sink = FileSink(self.xfer / "in")
+        self.ipc = False  # GPU tensors both ways through CUDA IPC (after `check_ipc`)
+        self.spent_arena = None  # an arena from a failed IPC check, freed with the worker
+        rfd, wfd = os.pipe()
+        self.log_path = workdir / "worker.log"
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelzero.verify.worker", str(wfd)],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=env,
+            pass_fds=(wfd,),
+            start_new_session=True,
+            preexec_fn=lambda: apply_limits(plan),
+        )
+        log.close()
+        os.close(wfd)
+        self.mem_limit = mem_limit_bytes
+        self.replies: queue.Queue = queue.Queue()
+        self.peak_rss = 0
+        threading.Thread(target=self._reader, args=(rfd,), daemon=True).start()
+
+    def _reader(self, fd: int) -> None:
+        try:
+            while True:
+                self.replies.put(recv_msg(fd, file_dir=self.xfer / "out"))
+        except (ChannelError, OSError) as exc:
+            self.replies.put(exc)
+        finally:
+            os.close(fd)
+
+    def send(self, obj: dict[str, Any]) -> None:
+        try:
+            send_obj(self.proc.stdin.fileno(), {**obj, "ipc_out": self.ipc}, self.sink)
+        except (BrokenPipeError, OSError):
+            raise self._death("the candidate's process closed its input") from None
+
+    def _rss(self) -> int:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def receive(self, timeout_s: float, what: str) -> tuple[dict[str, Any], list]:
+        """The next reply; raise WorkerDied on timeout, memory limit, exit or a broken channel."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                item = self.replies.get(timeout=0.05)
+            except queue.Empty:
+                rss = self._rss()
+                self.peak_rss = max(self.peak_rss, rss)
+                if rss > self.mem_limit:
+                    self.kill()
+                    raise WorkerDied(
+                        "oom", f"host memory over the limit ({rss / 2**30:.1f} GiB) during {what}"
+                    ) from None
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise WorkerDied("timeout", f"no result from {what} within {timeout_s:.0f} s") from None
+                continue
+            if isinstance(item, Exception):
+                raise self._death(f"the candidate's process ended during {what} without a result")
+            return self._fetch_gpu(item, what)
+
+    def _fetch_gpu(self, item: tuple[dict[str, Any], list], what: str) -> tuple[dict[str, Any], list]:
+        """Copy tensors the worker lent through CUDA IPC into the judge's memory (this thread has the context)."""
+        header, tensors = item
+        if not self.ipc:
+            return item
+        from kernelzero.verify.sandbox.cuda_ipc import IpcError, IpcRef, fetch
+
+        refs = [i for i, t in enumerate(tensors) if isinstance(t, IpcRef)]
+        if not refs:
+            return item
+
+        try:
+            own = fetch([tensors[i] for i in refs])
+        except IpcError as exc:
+            self.kill()
+            raise WorkerDied(
+                "crash", f"unusable GPU memory handle from the candidate's process during {what}: {exc}"
+            ) from None
+        tensors = list(tensors)
+        for i, t in zip(refs, own):
+            tensors[i] = t
+        return header, tensors
+
+    def check_ipc(self, timeout_s: float = 60.0) -> str:
+        """Turn CUDA IPC on when a probe goes both ways intact; "" when on, else why it stays off.
+
+        Runs before the candidate is imported, so a failure here is the machine's, never the candidate's.
+        """
+        import torch
+
+        from kernelzero.verify.sandbox.cuda_ipc import Arena, IpcError
+
+        try:
+            self.sink.arena = Arena()
+            probe = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8, device="cuda")
+            self.ipc = True  # the worker answers through IPC, and the reply is fetched that way
+            self.send({"cmd": "ipc_check", "probe": probe})
+            reply, tensors = self.receive(timeout_s, "the CUDA IPC check")
+            if not reply.get("ok"):
+                raise IpcError(reply.get("message", "the worker could not open the judge's memory"))
+            if len(tensors) != 1 or not torch.equal(tensors[0], probe):
+                raise IpcError("the probe came back changed")
+            return ""
+        except (IpcError, OSError, WorkerDied, RuntimeError) as exc:
+            self.ipc_off()
+            return f"{type(exc).__name__}: {exc}"
+
+    def ipc_off(self) -> None:  # GPU tensors through host memory from now on; the arena is freed with the worker
+        self.ipc, self.spent_arena, self.sink.arena = False, self.sink.arena, None
+
+    def _death(self, message: str) -> WorkerDied:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        self.kill()
+        if code < 0:
+            name = signal.Signals(-code).name
+            return WorkerDied("crash", f"{message}: killed by {name}", exit_signal=name)
+        return WorkerDied("crash", f"{message} (exit code {code})", exit_code=code)
+
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            data = self.log_path.read_bytes()[-limit:]
+        except OSError:
+            return ""
+        return data.decode(errors="replace")
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.send({"cmd": "exit"})
+            self.proc.wait(timeout=5)
+        except (WorkerDied, subprocess.TimeoutExpired, OSError):
+            pass
+        self.kill()
+        shutil.rmtree(self.xfer, ignore_errors=True)
+        for arena in (self.sink.arena, self.spent_arena):  # the worker is gone: nothing maps them any more
+            if arena is not None:
+                arena.free()
+        self.sink.arena = self.spent_arena = None
+
+
+def _transfer_folder(plan: SandboxPlan) -> Path:
+    """A fresh folder for large tensors (channel.py): `in/` written by the judge, `out/` by the worker.
+
+    In /dev/shm (memory) when it is there, else the temp folder; `out/` belongs to the worker's user.
+    """
+    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    for stale in Path(base).glob("kz-xfer-*-*"):  # left by a judge that was killed: it holds memory
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix=f"kz-xfer-{os.getpid()}-", dir=base))
+    root.chmod(0o711)
+    (root / "in").mkdir(mode=0o755)
+    (root / "in").chmod(0o755)
+    (root / "out").mkdir(mode=0o700)
+    if plan.uid is not None:
+        os.chown(root / "out", plan.uid, plan.gid)
+    return root
+
+
+@dataclass
+class StartedWorker:
+    """A worker started for one candidate, with the files and plan it was started with."""
+
+    worker: WorkerProcess
+    plan: SandboxPlan
+    cand_path: Path  # the candidate's source, in the worker's own folder
+    interpret: bool  # started with TRITON_INTERPRET=1 (a Triton candidate without a GPU)
+    ipc_why: str | None = None  # the CUDA IPC check's answer when a standby launcher already ran it
+
+
+def start_worker(
+    source: str, shared: Path, *, interpret: bool, user: str, isolate_network: bool, host_mem_gb: float
+) -> StartedWorker:
+    """Plan the sandbox, lay out the candidate's folder and start its worker process."""
+    plan = plan_sandbox(user, isolate_network)
+    env = prepare_workdir(shared, plan)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    cand_path = shared / "candidate.py"
+    cand_path.write_text(source)
+    if plan.uid is not None:
+        os.chown(cand_path, plan.uid, plan.gid)
+    worker = WorkerProcess(shared, env, plan, int(host_mem_gb * 2**30))
+    return StartedWorker(worker, plan, cand_path, interpret)

@@ -1,0 +1,321 @@
+"""The candidate's process: `python -m kernelzero.verify.worker OUT_FD` (`__main__.py`; started by the judge only).
+
+Everything here runs beside untrusted code, so nothing here is trusted: the judge compares outputs
+and decides the status. The worker imports the candidate (building its kernels), constructs
+`ModelNew`, runs the forward calls the judge asks for on the inputs the judge sends, and sends back
+outputs as raw bytes. Commands arrive as pickles on stdin; replies leave as JSON + bytes on OUT_FD.
+
+Commands: `warm` (a standby worker's CUDA context and Triton warm-up, verify/worker/warm.py), `ipc_check` (open a buffer the judge lends through CUDA IPC, send it back the same way; runs
+before the candidate is imported), `import` (guards, then import the candidate: its builds), `load`
+(construct, load the reference's weights), `run` (one forward, outputs and inputs-after back; inputs the
+judge lent through IPC it inspects itself), `time` (warm-up, timed calls over rotating input sets, last
+outputs back). Every command says whether replies may carry GPU tensors as IPC handles (`ipc_out`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from kernelzero.verify.sandbox.channel import recv_obj, send_msg, use_ipc, use_out_dir
+from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
+from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
+from kernelzero.verify.worker.timing import time_calls
+from kernelzero.verify.worker.warm import warm_gpu
+
+LOG_LIMIT = 4000
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _tail(text: str, limit: int = LOG_LIMIT) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def classify(exc: BaseException) -> str:
+    """The verdict status an exception raised by candidate code maps to."""
+    name = type(exc).__name__
+    text = str(exc)
+    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():
+        return "oom"
+    if name in ("CompilationError", "CompileTimeAssertionFailure") or "Error building extension" in text:
+        return "compile_error"
+    faults = (
+        "illegal memory access",
+        "unspecified launch failure",
+        "misaligned address",
+        "operation not supported on global/shared address space",
+        "illegal instruction",
+    )  # sticky kernel faults
+    if any(f in text for f in faults):
+        return "crash"
+    return "runtime_error"
+
+
+class Worker:
+    """State of one candidate process."""
+
+    def __init__(self, out_fd: int):
+        self.out = out_fd
+        self.model: torch.nn.Module | None = None
+        self.device = "cpu"
+        self.hooks: list = []  # the backends' worker hooks, installed before the candidate is imported
+        self.module = None  # the imported candidate
+
+    def error_reply(self, exc: BaseException, stage: str) -> dict[str, Any]:
+        return {
+            "ok": False,
+            "status": classify(exc),
+            "stage": stage,
+            "message": f"{type(exc).__name__}: {_tail(str(exc), 600)}",
+            "log": _tail(traceback.format_exc()),
+        }
+
+    def reply_error(self, exc: BaseException, stage: str) -> None:
+        send_msg(self.out, self.error_reply(exc, stage))
+
+    def import_candidate(self, req: dict[str, Any]) -> None:
+        """Install the guards and import the candidate (which builds its extensions); reply with the time.
+
+        The judge asks for this before it takes the GPU, so builds never hold a GPU.
+        """
+        send_msg(self.out, self._import(req))
+
+    def _import(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.device = req["device"]
+        self.guards = Guards()
+        for name in req["hooks"]:  # each backend counts its own launches (verify/backends/<name>/hook.py)
+            hook = importlib.import_module(name).install(self.guards, self.device, req["interpret"])
+            if hook is not None:
+                self.hooks.append(hook)
+        self.guards.snapshot()
+        if self.device.startswith("cuda"):
+            torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
+            torch.zeros(1, device=self.device)  # the CUDA context, made before the judge takes the GPU
+        start = time.perf_counter()
+        try:
+            spec = importlib.util.spec_from_file_location("candidate", req["path"])
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["candidate"] = module
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            return {
+                "ok": False,
+                "status": "format_error",
+                "stage": "load",
+                "message": f"not valid Python: line {exc.lineno}: {exc.msg}",
+                "log": "",
+            }
+        except BaseException as exc:
+            return self.error_reply(exc, "build")
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            return {
+                "ok": False,
+                "status": "format_error",
+                "stage": "load",
+                "message": "the candidate defines no `class ModelNew(nn.Module)`",
+                "log": "",
+            }
+        self.module = module
+        notes = [note for hook in self.hooks for note in hook.notes()]
+        return {"ok": True, "build_s": time.perf_counter() - start, "notes": notes}
+
+    def load(self, req: dict[str, Any]) -> None:
+        """Construct ModelNew (importing first unless `import` ran) and load the reference's weights."""
+        build_s = 0.0
+        if self.module is None:
+            reply = self._import(req)
+            if not reply["ok"]:
+                return send_msg(self.out, reply)
+            build_s = reply["build_s"]
+        cls = self.module.ModelNew
+        start = time.perf_counter()
+        try:
+            torch.manual_seed(req["seed"])
+            model = cls(*req["init_inputs"])
+            params = self._load_weights(model, req["state_dict"])
+            model = model.to(self.device)
+            if req["dtype"] != "fp32":
+                model = model.to(DTYPES[req["dtype"]])
+            model.train(not req["eval_mode"])
+        except BaseException as exc:
+            return self.reply_error(exc, "init")
+        self.model = model
+        send_msg(self.out, {"ok": True, "params": params, "build_s": build_s, "init_s": time.perf_counter() - start})
+
+    @staticmethod
+    def _load_weights(model: torch.nn.Module, reference: dict[str, torch.Tensor]) -> str:
+        mine = model.state_dict()
+        same = mine.keys() == reference.keys() and all(mine[k].shape == reference[k].shape for k in mine)
+        if same and mine:
+            model.load_state_dict(reference, strict=True)
+            return "loaded"
+        return "seeded"
+
+    def ipc_check(self, req: dict[str, Any]) -> None:
+        try:
+            probe = open_lent(req["probe"]).clone()
+        except Exception as exc:  # noqa: BLE001 - any failure means: no IPC on this machine
+            return send_msg(self.out, {"ok": False, "message": f"{type(exc).__name__}: {exc}"})
+        send_msg(self.out, {"ok": True}, [probe])
+
+    def warm(self, req: dict[str, Any]) -> None:
+        """A standby worker's warm-up (verify/worker/warm.py), before any candidate is known."""
+        try:
+            took = warm_dispatch()
+            note = f"dispatch {took:.2f} s; " + (warm_gpu() if req.get("gpu") else "no GPU")
+        except Exception as exc:  # noqa: BLE001 - a warm-up that fails only costs the candidate that time later
+            note = f"warm-up failed: {type(exc).__name__}: {str(exc)[:200]}"
+        send_msg(self.out, {"ok": True, "note": note})
+
+    def _prepare(self, inputs: list[Any]) -> list[Any]:
+        inputs = [open_lent(x) if isinstance(x, IpcTensor) else x for x in inputs]
+        out = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        for hook in self.hooks:
+            out = [hook.guard_input(x) if isinstance(x, torch.Tensor) else x for x in out]
+        return out
+
+    def _forward(self, inputs: list[Any]) -> list[torch.Tensor] | None:
+        with torch.no_grad():
+            raw = self.model(*inputs)
+        outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+            kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
+            send_msg(
+                self.out,
+                {
+                    "ok": False,
+                    "status": "shape_mismatch",
+                    "stage": "correctness",
+                    "message": f"forward must return tensors, returned {kinds}",
+                    "log": "",
+                },
+            )
+            return None
+        return outs
+
+    def run(self, req: dict[str, Any]) -> None:
+        lent = any(isinstance(x, IpcTensor) for x in req["inputs"])  # the judge reads those itself
+        inputs = self._prepare(req["inputs"])
+        try:
+            with self.guards.observe(record_ops=True):
+                outs = self._forward(inputs)
+                if self.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+        except BaseException as exc:
+            return self.reply_error(exc, "correctness")
+        if outs is None:
+            return
+        tensors_in = [] if lent else [x for x in inputs if isinstance(x, torch.Tensor)]
+        report = {
+            "launches": dict(self.guards.launches),
+            "torch_ops": self.guards.last_ops,
+            "tampered": self.guards.tampered(),
+            "output_problem": output_problem(outs, inputs),
+            "bf16": any(hook.bf16_seen() for hook in self.hooks),
+        }
+        if report["output_problem"]:
+            outs = [o.clone() for o in outs]  # send values anyway; the judge rejects the aliasing
+        send_msg(self.out, {"ok": True, "n_out": len(outs), **report}, outs + tensors_in)
+
+    def gpu_compile(self, req: dict[str, Any]) -> None:
+        """No GPU here: compile every Triton kernel the forward launches for the target GPU instead."""
+        inputs = self._prepare(req["inputs"])
+        try:
+            records = importlib.import_module(req["hook"]).gpu_compile(lambda: self._forward(inputs), req["arch"])
+        except BaseException as exc:
+            return self.reply_error(exc, "build")
+        send_msg(self.out, {"ok": True, "records": records})
+
+    def time(self, req: dict[str, Any]) -> None:
+        """Timed calls over the judge's input sets, each call on inputs with contents of its own.
+
+        Only the last call of each set gets that set's exact values (fresh tensors); every other
+        call, warm-ups included, gets the set scaled by a factor unique to the call. No call repeats
+        an earlier call's tensors or contents, so a result cached by pointer, object or content is
+        wrong on a checked call or saves nothing.
+        """
+        sets = [self._prepare(s) for s in req["input_sets"]]
+        order = req["order"]
+        checked = {k: max(p for p, s in enumerate(order) if s == k) for k in set(order)}
+        last: dict[int, list[torch.Tensor]] = {}
+        current: dict[str, Any] = {}
+        without_kernel = []
+
+        def prepare(pos: int) -> None:
+            k = order[pos] if pos >= 0 else order[(-1 - pos) % len(order)]
+            exact = pos >= 0 and checked[k] == pos
+            factor = 1.0 + (pos + 1) / 256 if pos >= 0 else 1.0 - (-pos) / 256
+            current["k"], current["exact"] = k, exact
+            current["inputs"] = [_fresh(x, None if exact else factor) for x in sets[k]]
+
+        def call(pos: int) -> None:
+            with self.guards.observe(record_ops=False):
+                outs = self._forward(current["inputs"])
+            if outs is None:
+                raise RuntimeError("forward returned no tensors")
+            if not self.guards.launches:
+                without_kernel.append(pos)
+            if current["exact"]:
+                last[current["k"]] = outs
+
+        try:
+            times = time_calls(
+                call,
+                list(range(len(order))),
+                req["warmup"],
+                self.device,
+                req["host_check"],
+                prepare=prepare,
+                warmup_keys=[-1 - w for w in range(req["warmup"])],
+            )
+        except BaseException as exc:
+            return self.reply_error(exc, "timing")
+        outs = [t for i in range(len(sets)) for t in last[i]]
+        send_msg(
+            self.out,
+            {
+                "ok": True,
+                "times_ms": times,
+                "n_out": len(last[0]),
+                "calls_without_kernel": len(without_kernel),
+                "tampered": self.guards.tampered(),
+            },
+            outs,
+        )
+
+
+def _fresh(x: Any, factor: float | None) -> Any:
+    """A new tensor with x's values (times `factor` for floating tensors when given)."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if factor is not None and x.is_floating_point():
+        return x * factor
+    return x.clone()
+
+
+def main(argv: list[str]) -> int:
+    use_out_dir(os.environ.get("KZ_XFER_OUT"))
+    worker = Worker(int(argv[0]))
+    handlers = {
+        "import": worker.import_candidate,
+        "load": worker.load,
+        "run": worker.run,
+        "time": worker.time,
+        "gpu_compile": worker.gpu_compile,
+        "ipc_check": worker.ipc_check,
+        "warm": worker.warm,
+    }
+    while True:
+        req = recv_obj(0)
+        if req["cmd"] == "exit":
+            return 0
+        use_ipc(req.get("ipc_out", False))
+        handlers[req["cmd"]](req)

@@ -1,0 +1,120 @@
+"""The job queue and its runner in one process (no HTTP): isolation between jobs, coalescing, readable records.
+
+Valid jobs here are answered by the static checks (a candidate without a kernel: no judge process), so
+they are fast; the one job that makes the verifier raise runs a real judge on a task whose source raises.
+"""
+
+import json
+import math
+import sqlite3
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kernelzero.service.jobs import JobQueue, JobRunner, json_safe
+from kernelzero.service.schema import BodyError
+from kernelzero.service.store import VerdictStore
+from kernelzero.tasks import load_suite, resize, select
+from kernelzero.types import to_dict, verdict_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+GELU = (ROOT / "tests" / "kernels" / "correct" / "triton_gelu.py").read_text()
+NO_KERNEL = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+SERVER = {"device": "cpu", "compile_check": False}
+
+
+def _task():
+    return resize(select(load_suite("kz-basic").tasks, names=["level1/21_GELU"])[0], preset="smoke")
+
+
+def _request(task, candidate: str, **options) -> dict:
+    return {"task": to_dict(task), "candidate": candidate, "backend": "triton", "options": options}
+
+
+def _drain(queue: JobQueue, runner: JobRunner, ids: list[int], timeout_s: float = 90.0) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        runner.run_once()
+        jobs = [queue.get(i) for i in ids]
+        if all(j["state"] in ("done", "failed") for j in jobs):
+            return jobs
+    raise AssertionError(f"jobs not finished: {[queue.get(i)['state'] for i in ids]}")
+
+
+def test_a_request_that_makes_the_verifier_raise_fails_alone(tmp_path):
+    task = _task()
+    broken = replace(task, name="broken", source="raise RuntimeError('this reference cannot be imported')\n")
+    queue = JobQueue(tmp_path / "service.sqlite")
+    runner = JobRunner(queue, jobs=2, store=VerdictStore(tmp_path / "service.sqlite"), options=SERVER)
+    ids = queue.submit(
+        [_request(task, NO_KERNEL), _request(broken, GELU), _request(task, NO_KERNEL, trials=2)]
+        + [_request(task, NO_KERNEL, profile="strict")]
+    )
+    jobs = _drain(queue, runner, ids)
+    assert [j["state"] for j in jobs] == ["done", "failed", "done", "done"]
+    assert [j["status"] for j in jobs] == ["no_kernel", None, "no_kernel", "no_kernel"]
+    assert "raised" in jobs[1]["error"] and "cannot be imported" in jobs[1]["error"]
+    assert queue.counts() == {"queued": 0, "running": 0, "done": 3, "failed": 1}
+
+
+def test_a_stored_verdict_is_never_failed_and_fail_only_moves_running_jobs(tmp_path):
+    queue = JobQueue(tmp_path / "service.sqlite")
+    [job] = queue.submit([_request(_task(), NO_KERNEL)])
+    assert queue.fail(job, "not claimed yet") is False  # queued: untouched
+    [(claimed, request)] = queue.claim(1)
+    req = JobRunner(queue, options=SERVER)._request(claimed, request, "k")
+    from kernelzero.verify import verify
+
+    assert queue.finish(claimed, verify(req.task, req.candidate, "triton", req.options))
+    assert queue.fail(claimed, "a late failure") is False
+    assert queue.get(claimed)["state"] == "done" and queue.get(claimed)["error"] is None
+
+
+def test_identical_requests_in_flight_share_one_verification(tmp_path):
+    queue = JobQueue(tmp_path / "service.sqlite")
+    runner = JobRunner(queue, jobs=2, store=None, options=SERVER)  # no store: only coalescing can share
+    task = _task()
+    ids = queue.submit([_request(task, NO_KERNEL)] * 3 + [_request(task, NO_KERNEL, trials=3)])
+    jobs = _drain(queue, runner, ids)
+    assert runner.verifications == 2  # three identical requests, one different
+    assert [j["state"] for j in jobs] == ["done"] * 4
+    assert jobs[0]["verdict"] == jobs[1]["verdict"] == jobs[2]["verdict"]  # one verdict, stage timings included
+    with sqlite3.connect(tmp_path / "service.sqlite") as con:
+        assert con.execute("SELECT SUM(completions) FROM jobs").fetchone()[0] == 4
+
+
+def test_non_finite_values_in_a_verdict_are_read_back_as_null(tmp_path):
+    queue = JobQueue(tmp_path / "service.sqlite")
+    runner = JobRunner(queue, options=SERVER)
+    [job] = queue.submit([_request(_task(), NO_KERNEL)])
+    [(job, request)] = queue.claim(1)
+    req = runner._request(job, request, "k")
+    from kernelzero.verify import verify
+
+    verdict = replace(verify(req.task, req.candidate, "triton", req.options), atol=math.nan, rtol=math.inf)
+    assert queue.finish(job, verdict)
+    got = queue.get(job)
+    json.dumps(got, allow_nan=False)  # what the HTTP reply needs
+    assert got["verdict"]["atol"] is None and got["verdict"]["rtol"] is None
+    assert verdict_from_dict(got["verdict"]).status == "no_kernel"
+    with sqlite3.connect(tmp_path / "service.sqlite") as con:  # a row written by an older server, with NaN
+        con.execute("UPDATE jobs SET verdict = ? WHERE id = ?", (json.dumps({"atol": math.nan}), job))
+    assert queue.get(job)["verdict"] == {"atol": None}
+    assert json_safe({"e": "\ud800x"}) == {"e": "?x"}
+
+
+def test_submit_validates_all_or_none_and_bounds_the_queue(tmp_path):
+    queue = JobQueue(tmp_path / "service.sqlite", max_queued=3)
+    task = _task()
+    with pytest.raises(BodyError) as err:
+        queue.submit([_request(task, NO_KERNEL), _request(task, NO_KERNEL, sandbox_user="root")])
+    assert err.value.code == 422 and err.value.detail.startswith("request 1: options.sandbox_user")
+    assert queue.counts()["queued"] == 0
+    queue.submit([_request(task, NO_KERNEL)] * 3)
+    with pytest.raises(BodyError) as err:
+        queue.submit([_request(task, NO_KERNEL)])
+    assert err.value.code == 429
+    with pytest.raises(ValueError, match="unknown verify option"):
+        JobRunner(queue, options={"no_such_option": 1})
