@@ -227,3 +227,15 @@ def test_empty_run_and_bad_arguments():
         summarise([], [], speed="triton")
     with pytest.raises(ValueError, match="policy"):
         summarise([], [], policy="lenient")
+
+
+def test_fast_p_lower_counts_only_speedups_whose_interval_clears_p():
+    def with_ci(task: str, point: float, low: float) -> dict:
+        r = record(task, 0, "correct", eager=point)
+        r["verdict"] = replace(r["verdict"], speedup_ci=(low, point * 1.05))
+        return r
+
+    # a: 1.3x with its whole interval above 1; b: 1.1x but the interval reaches 0.97; c: wrong
+    m = summarise([], [with_ci("a", 1.3, 1.2), with_ci("b", 1.1, 0.97), record("c", 0, "mismatch")], ks=(1,))
+    assert m["overall"]["fast_p"]["1"] == pytest.approx(2 / 3)  # the point estimate: a and b
+    assert m["overall"]["fast_p_lower"]["1"] == pytest.approx(1 / 3)  # beyond the noise: a only

@@ -1,13 +1,16 @@
 """Evaluation metrics: pass@k, fast_p, fast_p@k, geometric-mean speedup, and a run summary.
 
 Pure functions over numbers and records (numpy only, no torch), so eval, rewards and reports share
-one definition. They follow KernelBench (research/kernelbench.md, "Metrics"):
+one definition. They follow KernelBench's definitions:
 
 - pass@k: the unbiased estimator of Chen et al. 2021, averaged over tasks; a sample counts when its
   status is `correct` (`compiled`, a CUDA source that only compiled on a machine without a GPU, does not).
 - fast_p: KernelBench's number, over each task's FIRST sample: the share of tasks whose first sample is
   correct with speedup > p (strict `>`; the denominator is every task). fast_0 is first-sample correctness.
 - fast_p@k: pass@k where a sample counts when it is correct AND its speedup is > p (KernelBench has none).
+- fast_p_lower: as fast_p, but on the lower bound of each first sample's 95% speedup interval (`Verdict.speedup_ci`,
+  eager baseline): the share of tasks that are faster than p beyond the timing noise. fast_p stays on the point
+  estimate, as KernelBench reports it.
 - geometric-mean speedup over correct samples with a timing; incorrect samples are left out, not penalised.
 
 Speed metrics are None (shown "n/a"), never 0, when a run has no timings (a CPU run).
@@ -113,6 +116,7 @@ class _Row(NamedTuple):
     speedups: dict[str, float | None]  # per baseline
     device: str
     tokens: int | None
+    ci_low: float | None = None  # lower bound of the speedup's 95% interval (vs eager), when the verdict has one
 
     @property
     def correct(self) -> bool:
@@ -139,7 +143,9 @@ def _rows(samples: Iterable[Any], verdict_records: Iterable[dict], policy: str |
             level = _get(sample, "level")
         speedups = {b: _get(verdict, f"speedup_{b}") for b in SPEED_BASELINES}
         tokens = _get(sample, "output_tokens") if sample is not None else None
-        rows[key] = _Row(key[0], key[1], level, status, speedups, _get(verdict, "device", "cpu"), tokens)
+        ci = _get(verdict, "speedup_ci")
+        ci_low = ci[0] if ci else None
+        rows[key] = _Row(key[0], key[1], level, status, speedups, _get(verdict, "device", "cpu"), tokens, ci_low)
     return list(rows.values()), len(set(by_key) - set(rows))
 
 
@@ -178,7 +184,7 @@ def _group(
         return round(float(np.mean([pass_at_k(len(t), sum(count(r) for r in t), k) for t in tasks])), 12)
 
     pass_k = {str(k): mean_at_k(lambda r: r.correct, k) for k in estimated}
-    fast_k = fast_first = None
+    fast_k = fast_first = fast_lower = None
     if timed[speed]:
         fast_k = {
             p_key(p): {str(k): mean_at_k(lambda r, p=p: is_fast(r.correct, r.speedups[speed], p), k) for k in estimated}
@@ -186,6 +192,8 @@ def _group(
         }
         first = [min(t, key=lambda r: r.idx) for t in tasks]
         fast_first = {p_key(p): fast_p([(r.correct, r.speedups[speed]) for r in first], p) for p in ps}
+        if speed == "eager":  # the share whose speedup's lower 95% bound exceeds p (a speedup that reproduces)
+            fast_lower = {p_key(p): fast_p([(r.correct, r.ci_low) for r in first], p) for p in ps}
     geomean = {
         b: geomean_speedup(r.speedups[b] for r in rows if r.correct) if timed[b] else None for b in SPEED_BASELINES
     }
@@ -201,6 +209,7 @@ def _group(
         "pass@k": pass_k,
         "fast_p@k": fast_k,
         "fast_p": fast_first,
+        "fast_p_lower": fast_lower,
         "not_estimated": [k for k in ks if k not in estimated],
         "geomean_speedup": geomean,
         "avg_output_tokens": round(float(np.mean(tokens)), 3) if tokens else None,

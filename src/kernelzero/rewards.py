@@ -2,8 +2,9 @@
 
 The **Coder** is rewarded with CA-GRPO (correctness-aware GRPO): `r_i = c_i * (1 + T(G) * beta * S_i)`, where
 `c_i` is 1 when sample i's verdict is `correct` under the `strict` anti-cheat policy, `T(G) = 1[mean c over the
-group >= alpha]` (paper: alpha = 0.5, beta = 0.1) and `S_i` a normalised speedup; speed counts only once a
-group is reliably correct (`ca_grpo_rewards`).
+group >= alpha]` (paper: alpha = 0.5, beta = 0.1) and `S_i` a normalised speedup (`speedup_score`: a clipped
+log-speedup by default, in [-1, 1], 0 without timing); speed counts only once a group is reliably correct
+(`ca_grpo_rewards`; `ca_grpo_from_verdicts` reads Verdicts).
 
 The **Proposer** is rewarded with the Frontier Reward (`frontier_reward`): a module the current Coder solves
 about half of the time is worth the most. With p the share of the Coder's N samples (default 8) on the module

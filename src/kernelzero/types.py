@@ -51,6 +51,7 @@ class Task:
     atol: float | None = None  # per-task absolute tolerance; None = the verifier's default
     rtol: float | None = None  # per-task relative tolerance; None = the verifier's default
     note: str = ""  # why the task carries a quirk (tolerance, sizes), shown in reports
+    tie_prone: dict[str, str] = field(default_factory=dict)  # index outputs judged by what they select (module.py)
 
     @property
     def key(self) -> str:
@@ -155,6 +156,8 @@ class Verdict:
     ref_compile: Timing | None = None  # the reference under torch.compile, when asked for
     speedup_eager: float | None = None  # ref_eager / timing (median; mean in the kernelbench profile)
     speedup_compile: float | None = None  # ref_compile / timing
+    speedup_ci: tuple[float, float] | None = None  # 95% bootstrap interval of speedup_eager over the timed calls
+    timing_check: str = ""  # how the judge's own clock bounded the reported times ("confirmed ...", "corrected ...")
     timing_note: str = ""  # why timing fields are empty (no GPU, not correct, ...)
     notes: tuple[str, ...] = ()  # caveats: bf16 run in the interpreter, sandbox without user drop ...
     policy: str = "strict"  # anti-cheat policy the status was decided under: "strict" or "kernelbench"
@@ -197,6 +200,8 @@ def verdict_from_dict(data: dict) -> Verdict:
         if data.get(key):
             data[key] = Timing(**data[key])
     data["notes"] = tuple(data.get("notes", ()))
+    if data.get("speedup_ci") is not None:
+        data["speedup_ci"] = tuple(data["speedup_ci"])
     return Verdict(**data)
 
 
@@ -217,7 +222,7 @@ class Profile:
     eval_mode: bool = True  # Model and ModelNew in eval mode
     timed_calls: int = 30  # timed calls after warm-up
     warmup_calls: int = 3  # untimed calls before timing
-    input_sets: int = 3  # distinct input sets the timed calls rotate over
+    input_sets: int = 0  # 0: every call gets an input set of its own; 1: one set for all calls (KernelBench)
     statistic: str = "median"  # "median" or "mean" of the timed calls decides the speedup
     host_check: bool = True  # time = max(event interval, host interval) (work hidden on other streams counts)
     note: str = ""  # where the protocol comes from

@@ -1,6 +1,5 @@
 """A tiny randomly initialised Qwen2 model and a byte-level BPE tokenizer with a chat template, built
-locally (nothing is downloaded): about 100k parameters, a few seconds to build. Recipe from
-research/feasibility.md section 3."""
+locally (nothing is downloaded): about 100k parameters, a few seconds to build."""
 
 from __future__ import annotations
 

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelzero.service.jobs import JobQueue, JobRunner, json_safe
-from kernelzero.service.schema import BodyError
-from kernelzero.service.store import VerdictStore
-from kernelzero.tasks import load_suite, resize, select
-from kernelzero.types import to_dict, verdict_from_dict
+pytest.importorskip("pydantic")  # the service extra (not on every GPU image)
+
+from kernelzero.service.jobs import JobQueue, JobRunner, json_safe  # noqa: E402
+from kernelzero.service.schema import BodyError  # noqa: E402
+from kernelzero.service.store import VerdictStore  # noqa: E402
+from kernelzero.tasks import load_suite, resize, select  # noqa: E402
+from kernelzero.types import to_dict, verdict_from_dict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 GELU = (ROOT / "tests" / "kernels" / "correct" / "triton_gelu.py").read_text()

@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from kernelzero.service.schema import CLIENT_OPTIONS, MAX_DEPTH, BodyError, parse_body, parse_job_id
+pytest.importorskip("pydantic")  # the service extra (not on every GPU image)
+
+from kernelzero.service.schema import CLIENT_OPTIONS, MAX_DEPTH, BodyError, parse_body, parse_job_id  # noqa: E402
 
 TASK = {"name": "t", "source": "import torch\n"}
 

@@ -1,18 +1,18 @@
 """Hand-written cheating candidates (tests/kernels/cheat/) against a naive harness and the verifier.
 
 Each fixture is a complete candidate module written to game a KernelBench-style evaluation, one or
-more per attack class of the threat model (/work/shared/research/security.md, classes A1-A31;
-coverage in docs/threat_model_coverage.md). Its header:
+more per attack class of the threat model (docs/threat_model_coverage.md: classes A1-A31, each with its
+defence and fixtures). Its header:
 
     # task: kz-basic:level1/21_GELU      SUITE:NAME of the task
     # backend: triton                    triton or cuda
-    # attack: A12 <class name>           the security.md class it belongs to
+    # attack: A12 <class name>           its class in docs/threat_model_coverage.md
     # policy: strict                     the verifier policy it is written for: strict or kernelbench
     # naive: gpu                         optional, comma-separated: gpu (fools a naive harness only on a
                                          GPU: streams, allocator reuse, CUDA extensions), candidate-first
                                          (the naive harness runs the candidate before the reference)
     # expect: torch_compute              the status the hardened verifier must give on a GPU
-                                         (`a|b`: either, where the cheat reads uninitialised memory)
+                                         (`a|b`: either; the coverage doc says where and why)
     # expect-cpu: compiled               optional: the status without a GPU (smoke sizes), or `skip`
                                          when a CPU run cannot observe the cheat
     # options: trials=5                  optional VerifyOptions overrides (key=value ...)
@@ -32,6 +32,7 @@ The verifier is asked with `options_for(profile, policy=policy)`, profile = the 
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -248,8 +249,10 @@ def test_cheat_rejected(cheat: Cheat):
 def test_cheat_rejected_gpu(cheat: Cheat):
     from kernelzero.verify import verify
 
-    verdict = verify(load_task(cheat.task_key), cheat.source, cheat.backend, cheat.verify_options(device="cuda"))
+    budget = float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3"))  # per side; scripts/gpu_tests.sh uses less
+    options = cheat.verify_options(device="cuda", timing_budget_s=budget)
+    verdict = verify(load_task(cheat.task_key), cheat.source, cheat.backend, options)
     assert verdict.status in cheat.expect.split("|"), (
         f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}, got {verdict.status}: {verdict.message}\n"
-        f"why: {cheat.why}"
+        f"why: {cheat.why}\nlog: {verdict.error_log[-1500:]}"
     )

@@ -41,6 +41,7 @@ CUDA_CPU_DEFAULT = {
     "wrong/cuda_relu_no_kernel",  # no load_inline call: no_kernel from the static check
 }
 GPU_WORKERS = int(os.environ.get("KZ_GPU_WORKERS", "8"))
+TIMING_BUDGET_S = float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3"))  # per side; scripts/gpu_tests.sh uses less
 
 
 def _ids(items: list[fx.Fixture]) -> list[str]:
@@ -171,7 +172,9 @@ def test_all_fixtures_gpu():
 
     def run(f: fx.Fixture):
         start = time.monotonic()
-        verdict = verify(f.task(), f.source, f.backend, f.verify_options(device="cuda"))
+        verdict = verify(
+            f.task(), f.source, f.backend, f.verify_options(device="cuda", timing_budget_s=TIMING_BUDGET_S)
+        )
         return f, verdict, time.monotonic() - start
 
     failures, lines = [], []

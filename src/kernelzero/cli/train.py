@@ -4,7 +4,9 @@
     kernelzero train coder --config configs/tiny-gpu.yaml --set grpo.steps=40 --set run_dir=runs/mini
     kernelzero train coder --config configs/tiny-cpu.yaml --prepare-only   # tasks and policy, no GRPO
 
-A run folder that already holds checkpoints is resumed from the last one. `--set KEY=VALUE` overrides one
+Several processes: `--prepare-only` once, then `accelerate launch -m kernelzero train coder --config ...` (each
+process verifies its share of a step's samples; the CA-GRPO gate gathers whole groups; process 0 logs and
+evaluates). A run folder that already holds checkpoints is resumed from the last one. `--set KEY=VALUE` overrides one
 config value (VALUE read as YAML: numbers, true/false, null). The config's sections and keys are documented
 in src/kernelzero/train/config.py. Needs the `train` extra: `pip install 'kernelzero[train]'`.
 """

@@ -84,6 +84,12 @@ def _fast(group: dict[str, Any], p: float) -> str:
     return NA if group["fast_p"] is None else pct(group["fast_p"][p_key(p)])
 
 
+def _fast_lower(group: dict[str, Any]) -> str:
+    """fast_1 on the lower bound of the speedup's 95% interval (n/a without intervals)."""
+    lower = group.get("fast_p_lower")
+    return NA if not lower or p_key(1.0) not in lower else pct(lower[p_key(1.0)])
+
+
 def _fast1_ks(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool) -> list[int]:
     """The k of the fast_1@k columns: all k when asked and every run has p = 1 among its thresholds."""
     return _ks(summaries) if with_fast_at_k and all(1.0 in s["ps"] for s in summaries) else []
@@ -97,6 +103,7 @@ def _metric_header(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = T
         *(f"pass@{k}" for k in ks),
         *(f"fast_1@{k}" for k in fast_ks),
         *(f"fast_{p_key(p)}" for p in _shown_ps(summaries)),
+        "fast_1 (lower CI)",
         *(f"geomean vs {b}" for b in SPEED_BASELINES),
         "avg tokens",
         "correct",
@@ -115,6 +122,7 @@ def _metric_cells(
         *(_at_k(group["pass@k"], k) for k in ks),
         *(_at_k(fast1, k) for k in fast_ks),
         *(_fast(group, p) for p in _shown_ps(summaries)),
+        _fast_lower(group),
         *(times(group["geomean_speedup"][b]) for b in SPEED_BASELINES),
         tokens(group["avg_output_tokens"]),
         f"{group['correct']}/{group['samples']}",

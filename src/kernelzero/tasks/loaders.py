@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from pathlib import Path
 
-from kernelzero.tasks.module import needs_download
+from kernelzero.tasks.module import needs_download, tie_prone_of
 from kernelzero.tasks.sizes import check_overrides, scaled_sizes
 from kernelzero.types import Task
 
@@ -49,7 +49,12 @@ def _task_from_file(path: Path, suite: str, level: int | None) -> Task:
     match = _ID_NAME.match(path.stem)
     problem_id = int(match.group(1)) if match else None
     name = f"level{level}/{path.stem}" if level is not None else path.stem
-    return Task(name=name, source=path.read_text(), suite=suite, level=level, problem_id=problem_id)
+    source = path.read_text()
+    try:
+        tie_prone = tie_prone_of(source)
+    except ValueError as exc:
+        raise TaskLoadError(f"{path}: {exc}") from None
+    return Task(name=name, source=source, suite=suite, level=level, problem_id=problem_id, tie_prone=tie_prone)
 
 
 def _sort_key(task: Task) -> tuple:
@@ -112,6 +117,10 @@ def load_dataset_file(path: Path) -> Suite:
         stem = str(row["name"]).removesuffix(".py")
         name = f"level{level}/{stem}" if level is not None else stem
         pid = row.get("problem_id")
+        try:
+            tie_prone = tie_prone_of(row["code"])
+        except ValueError as exc:
+            raise TaskLoadError(f"{path}: row {i}: {exc}") from None
         tasks.append(
             Task(
                 name=name,
@@ -119,6 +128,7 @@ def load_dataset_file(path: Path) -> Suite:
                 suite=path.name,
                 level=level,
                 problem_id=int(pid) if pid is not None else None,
+                tie_prone=tie_prone,
             )
         )
     notes = [f"skipped {skipped} problems that download pretrained models (Level 4)"] if skipped else []

@@ -27,7 +27,7 @@ from typing import Any
 from kernelzero.coder.prompts import build_messages
 from kernelzero.evaluation.run import EvalConfig, run_eval
 from kernelzero.service.store import VerdictStore
-from kernelzero.tasks import load_suite
+from kernelzero.tasks import load_suite, resize
 from kernelzero.train.config import CoderTrainConfig, to_plain
 from kernelzero.train.logs import StepLog, TimeBudget
 from kernelzero.train.miniature import make_tasks, read_solutions, write_split
@@ -35,8 +35,15 @@ from kernelzero.train.report import write_train_report
 from kernelzero.train.reward import CoderReward
 from kernelzero.types import Task
 
-# config keys a resumed run may change: how long it trains, how it is evaluated, where verification runs
-MUTABLE = {"grpo": ("steps", "max_minutes"), "eval": None, "verifier": None, "device": None}
+# config keys a resumed run may change: how long it trains, how it is evaluated, where it runs (and the folder moves)
+MUTABLE = {
+    "grpo": ("steps", "max_minutes"),
+    "eval": None,
+    "verifier": None,
+    "device": None,
+    "cpu_threads": None,
+    "run_dir": None,
+}
 
 
 def _log(msg: str) -> None:
@@ -46,7 +53,7 @@ def _log(msg: str) -> None:
 def _check_run_json(cfg: CoderTrainConfig, run: Path) -> None:
     """Write run.json; a run folder holding another configuration is refused (listing what differs)."""
     path = run / "run.json"
-    mine = to_plain(cfg)
+    mine = json.loads(json.dumps(to_plain(cfg)))  # as run.json holds it (tuples become lists)
     if path.exists():
         old = json.loads(path.read_text())["config"]
         diff = []
@@ -85,7 +92,15 @@ def prepare_tasks(cfg: CoderTrainConfig, run: Path) -> tuple[dict[str, list[Task
         path = folder / f"{split}.jsonl"
         splits[split] = load_suite(path).tasks if path.stat().st_size else []
         solutions.update(read_solutions(path))
+    for split, spec in (("rl", t.suite), ("test", t.test_suite)):
+        if spec:  # a real suite replaces the generated split (it has no solutions: GRPO and eval need none)
+            splits[split] = [resize(task, preset=t.preset) for task in load_suite(spec).tasks]
     return splits, solutions
+
+
+def _is_main() -> bool:
+    """Process 0 of a `torchrun` / `accelerate launch` job (or the only process): it alone writes logs and evaluates."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 def device_of(cfg: CoderTrainConfig) -> str:
@@ -132,9 +147,29 @@ def prepare_policy(cfg: CoderTrainConfig, run: Path, splits: dict, solutions: di
         if record["step"] % 50 == 0 or "probe_pass1" in record:
             _log(f"warm start step {record['step']}: {record}")
 
-    warm_start(model, tok, examples, cfg.warm_start, device=device_of(cfg), seed=cfg.seed, on_log=on_log)
+    probe = _warm_probe(cfg, run, splits, tok) if cfg.warm_start.eval_every > 0 else None
+    warm_start(model, tok, examples, cfg.warm_start, device_of(cfg), cfg.seed, probe=probe, on_log=on_log)
     save_policy(model.to("cpu"), tok, warm)
     return warm
+
+
+def _warm_probe(cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]], tokenizer: Any) -> Any:
+    """The warm start's stopping probe: pass@1 on the first `probe_tasks` tasks of the rl split."""
+    from kernelzero.train.probe import probe_pass1
+
+    w = cfg.warm_start
+    tasks = (splits["rl"] or splits["sft"])[: w.probe_tasks]
+    store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
+    reward = CoderReward({t.name: t for t in tasks}, cfg.reward, cfg.verifier, w.probe_samples, cfg.backend, store)
+
+    def probe(model: Any) -> float:
+        result = probe_pass1(
+            model, tokenizer, tasks, reward, w.probe_samples, cfg.grpo.temperature, cfg.grpo.max_completion_length
+        )
+        _log(f"warm-start probe: {result}")
+        return result["pass1"]
+
+    return probe
 
 
 def prompt_text_plain(task: Task, backend: str) -> str:
@@ -200,8 +235,9 @@ def _lora_config(cfg: CoderTrainConfig) -> Any:
     return LoraConfig(task_type="CAUSAL_LM", **fields)
 
 
-def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, list[Task]]) -> Path:
-    """GRPO from `start` (resuming from the last checkpoint when there is one); return the final policy folder."""
+def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, list[Task]], save: bool = True) -> Path:
+    """GRPO from `start` (resuming from the last checkpoint when there is one); return the final policy folder
+    (`save=False`: not written, for timing runs)."""
     from datasets import Dataset
     from transformers import AutoTokenizer
     from transformers.trainer_utils import get_last_checkpoint
@@ -209,20 +245,21 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
 
     world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun / accelerate launch
     tasks = splits[cfg.grpo.train_split]
-    ds = Dataset.from_dict(
-        {"prompt": [build_messages(t, cfg.backend) for t in tasks], "task": [t.name for t in tasks]}
-    )
+    ds = Dataset.from_dict({"prompt": [build_messages(t, cfg.backend) for t in tasks], "task": [t.name for t in tasks]})
     log = StepLog(run)
-    store = VerdictStore(run / "verdicts.sqlite")
-    reward = CoderReward({t.name: t for t in tasks}, cfg.reward, cfg.verifier, cfg.grpo.group_size, cfg.backend, store, log.on_reward)
+    store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
+    reward = CoderReward(
+        {t.name: t for t in tasks}, cfg.reward, cfg.verifier, cfg.grpo.group_size, cfg.backend, store, log.on_reward
+    )
     ckpt_dir = run / "checkpoints"
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     done = int(last.rsplit("-", 1)[1]) if last else 0
     if done >= cfg.grpo.steps and (run / "policy" / "config.json").exists():
         _log(f"GRPO already ran {done} of {cfg.grpo.steps} steps")
         return run / "policy"
-    log.truncate(done)
-    log.open_writer(purge_step=done + 1 if done else None)
+    if _is_main():
+        log.truncate(done)
+        log.open_writer(purge_step=done + 1)  # events of steps after the checkpoint are redone
     trainer = GRPOTrainer(
         model=str(start),
         reward_funcs=[reward],
@@ -232,11 +269,14 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         peft_config=_lora_config(cfg),
         callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes)],
     )
-    _log(f"GRPO on {len(tasks)} {cfg.grpo.train_split} tasks, steps {done + 1}..{cfg.grpo.steps}" + (f" (resuming {last})" if last else ""))
+    _log(
+        f"GRPO on {len(tasks)} {cfg.grpo.train_split} tasks, steps {done + 1}..{cfg.grpo.steps}"
+        + (f" (resuming {last})" if last else "")
+    )
     trainer.train(resume_from_checkpoint=last)
     log.close()
     final = run / "policy"
-    if trainer.accelerator.is_main_process:
+    if save and trainer.accelerator.is_main_process:
         model = trainer.model
         if cfg.grpo.lora is not None:
             model = trainer.accelerator.unwrap_model(model).merge_and_unload()
@@ -250,11 +290,15 @@ def evaluate(cfg: CoderTrainConfig, run: Path, policy: Path, name: str) -> dict[
     """One-shot evaluation of `policy` on the held-out split through `kernelzero eval`."""
     e = cfg.eval
     suite = run / "tasks" / f"{e.split}.jsonl"
+    preset = None
+    if e.split == "test" and cfg.tasks.test_suite:
+        suite, preset = Path(cfg.tasks.test_suite), cfg.tasks.preset
     out = run / "eval" / name
     _log(f"evaluating {policy.name} on {suite.name}: {e.samples} samples per task -> {out}")
     metrics = run_eval(
         EvalConfig(
             suite=str(suite),
+            preset=preset,
             model=f"hf:{policy}",
             backend=cfg.backend,
             out=str(out),
@@ -263,36 +307,46 @@ def evaluate(cfg: CoderTrainConfig, run: Path, policy: Path, name: str) -> dict[
             max_tokens=e.max_tokens,
             seed=cfg.seed,
             jobs=cfg.verifier.jobs,
-            store=str(run / "verdicts.sqlite"),
+            store=cfg.verifier.store or str(run / "verdicts.sqlite"),
         )
     )
     return metrics
 
 
-def prepare_only(cfg: CoderTrainConfig) -> Path:
-    """Write the tasks and the start policy (warm start included) and stop: run this once before launching
-    GRPO on several processes, so that they do not race to write them."""
+def _start(cfg: CoderTrainConfig) -> Path:
+    """The run folder, checked against its run.json; CPU threads set as configured."""
+    import torch
+
     run = Path(cfg.run_dir)
     run.mkdir(parents=True, exist_ok=True)
     _check_run_json(cfg, run)
+    if cfg.cpu_threads and device_of(cfg) == "cpu":
+        torch.set_num_threads(cfg.cpu_threads)  # verifications run beside training: fewer threads fight less
+    return run
+
+
+def prepare_only(cfg: CoderTrainConfig) -> Path:
+    """Write the tasks and the start policy (warm start included) and stop: run this once before launching
+    GRPO on several processes, so that they do not race to write them."""
+    run = _start(cfg)
     splits, solutions = prepare_tasks(cfg, run)
     return prepare_policy(cfg, run, splits, solutions)
 
 
 def run_coder(cfg: CoderTrainConfig) -> dict[str, Any]:
     """Run (or resume) the whole Coder phase; return a summary (also in `summary.json`)."""
-    run = Path(cfg.run_dir)
-    run.mkdir(parents=True, exist_ok=True)
-    _check_run_json(cfg, run)
+    run = _start(cfg)
     splits, solutions = prepare_tasks(cfg, run)
     start = prepare_policy(cfg, run, splits, solutions)
-    evals = {}
-    if cfg.eval.enabled and not (run / "eval" / "warm" / "metrics.json").exists():
-        evals["warm"] = evaluate(cfg, run, start, "warm")
+    main = _is_main()
+    if main and cfg.eval.enabled and not (run / "eval" / "warm" / "metrics.json").exists():
+        evaluate(cfg, run, start, "warm")
     final = run_grpo(cfg, run, start, splits)
     step = (final / "step.txt").read_text().strip() if (final / "step.txt").exists() else str(cfg.grpo.steps)
+    if not main:
+        return {"run_dir": str(run), "policy": str(final), "steps": int(step), "report": ""}
     if cfg.eval.enabled:
-        evals[f"step-{step}"] = evaluate(cfg, run, final, f"step-{step}")
+        evaluate(cfg, run, final, f"step-{step}")
     report = write_train_report(run)
     summary = {"run_dir": str(run), "policy": str(final), "steps": int(step), "report": str(report)}
     (run / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -37,6 +37,9 @@ class TaskConfig:
     n_sft: int = 1000  # tasks for the supervised warm start
     n_rl: int = 64  # tasks for GRPO (unseen by the warm start)
     n_test: int = 64  # held-out tasks for evaluation (unseen by both)
+    suite: str | None = None  # GRPO on this suite instead of the rl split (kz-basic, a KernelBench folder, a .jsonl)
+    test_suite: str | None = None  # evaluate on this suite instead of the test split
+    preset: str | None = None  # size preset applied to suite tasks (e.g. "smoke")
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,13 @@ class WarmStartConfig:
     batch_size: int = 8
     lr: float = 3e-3
     weight_decay: float = 0.0
-    eval_every: int = 0  # > 0: every this many steps, held-out pass@1 on `probe_tasks`; stop once in the band
-    probe_tasks: int = 32  # tasks of the rl split probed (1 greedy-free sample each at eval temperature)
-    stop_band: tuple[float, float] = (0.2, 0.6)  # stop the warm start once the probed pass@1 lies in this band
+    lr_schedule: str = "cosine"  # cosine (decay to 10%) or constant, both after a 5% linear warm-up
+    stop_loss: float | None = None  # stop once a step's training loss is below this
+    max_minutes: float | None = None  # stop (and save) after this much time
+    eval_every: int = 0  # > 0: every this many steps, held-out pass@1 on `probe_tasks`; stop once >= band floor
+    probe_tasks: int = 32  # tasks of the rl split probed (the sft split when rl is empty)
+    probe_samples: int = 2  # samples per probed task, at the GRPO temperature
+    stop_band: tuple[float, float] = (0.2, 0.6)  # the wanted start: stop at the first probe >= 0.2 (logs if <= 0.6)
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,7 @@ class VerifierConfig:
     jobs: int = 2  # pool without a GPU: verifications side by side
     per_gpu: int = 4  # pool with GPUs: verifications in flight per GPU
     timeout_s: float = 900.0  # http: wait at most this long for one step's verdicts
+    store: str | None = None  # verdict store file (identical requests answered once); None: the run's own
     options: dict[str, Any] = field(default_factory=dict)  # VerifyOptions overrides (profile stays "default")
 
 
@@ -133,7 +141,7 @@ class EvalSettings:
     samples: int = 10  # samples per task (pass@1/5/10 need 10)
     temperature: float = 1.0
     max_tokens: int = 1024
-    batch_size: int = 16  # generation batch of the hf backend
+    batch_size: int = 64  # generation batch of the in-memory probe (bench/train_gpu.py; eval batches its own)
 
 
 @dataclass(frozen=True)
@@ -144,6 +152,7 @@ class CoderTrainConfig:
     seed: int = 0
     backend: str = "triton"  # kernel language asked for (the miniature's kernels are Triton)
     device: str = "auto"  # training device: auto, cpu or cuda
+    cpu_threads: int | None = None  # torch threads when training on CPU (None: torch's default)
     tasks: TaskConfig = field(default_factory=TaskConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
@@ -244,6 +253,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     _one_of(f"{where}.backend", cfg.backend, ("triton",))
     _one_of(f"{where}.reward.baseline", r.baseline, ("eager", "compile"))
     _one_of(f"{where}.reward.form", r.form, ("log", "linear"))
+    _one_of(f"{where}.warm_start.lr_schedule", cfg.warm_start.lr_schedule, ("cosine", "constant"))
     checks = [
         (g.group_size >= 2, "grpo.group_size must be >= 2 (GRPO compares samples within a group)"),
         (g.steps >= 1 and g.prompts_per_step >= 1, "grpo.steps and grpo.prompts_per_step must be >= 1"),
@@ -260,7 +270,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (m.hidden_size % m.heads == 0 and m.heads % m.kv_heads == 0, "model: heads divide hidden, kv_heads heads"),
         ((m.hidden_size // m.heads) % 2 == 0, "model: the head dimension must be even"),
         (min(t.n_sft, t.n_test) >= 1 and t.n_rl >= 0, "tasks: n_sft and n_test >= 1, n_rl >= 0"),
-        (g.train_split != "rl" or t.n_rl >= 1, "grpo.train_split rl needs tasks.n_rl >= 1"),
+        (g.train_split != "rl" or t.n_rl >= 1 or bool(t.suite), "grpo.train_split rl needs tasks.n_rl or suite"),
         (cfg.eval.samples >= 1, "eval.samples must be >= 1"),
     ]
     for ok, message in checks:

@@ -61,12 +61,19 @@ class StepLog:
         """Keep only the lines of steps <= `last_step` (a resume from that checkpoint redoes the rest)."""
         if not self.path.exists():
             return
-        keep = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= last_step]
+        keep = [
+            line
+            for line in self.path.read_text().splitlines()
+            if line.strip() and json.loads(line)["step"] <= last_step
+        ]
         self.path.write_text("".join(line + "\n" for line in keep))
 
     def open_writer(self, purge_step: int | None = None) -> None:
         if self.tensorboard and self.writer is None:
-            from tensorboardX import SummaryWriter
+            try:
+                from tensorboardX import SummaryWriter
+            except ImportError:  # torch's writer needs the tensorboard package instead (GPU images carry it)
+                from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.tb_dir), purge_step=purge_step)
 

@@ -54,6 +54,7 @@ def _plots(steps: list[dict[str, Any]], run: Path) -> list[str]:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return []
     x = [s["step"] for s in steps]
@@ -62,6 +63,7 @@ def _plots(steps: list[dict[str, Any]], run: Path) -> list[str]:
     ax.plot(x, [s.get("reward_mean") for s in steps], marker="s", label="mean reward")
     ax.plot(x, [s.get("gate_open_share") for s in steps], marker="^", label="gate open (share of groups)")
     ax.set_xlabel("GRPO step")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -69,11 +71,16 @@ def _plots(steps: list[dict[str, Any]], run: Path) -> list[str]:
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 3.2))
     bottom = [0.0] * len(x)
-    for key, label in (("time_generate_s", "generation"), ("time_verify_s", "verification"), ("time_update_s", "update")):
+    for key, label in (
+        ("time_generate_s", "generation"),
+        ("time_verify_s", "verification"),
+        ("time_update_s", "update"),
+    ):
         values = [s.get(key) or 0.0 for s in steps]
         ax.bar(x, values, bottom=bottom, label=label)
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xlabel("GRPO step")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_ylabel("seconds")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -100,8 +107,8 @@ def write_train_report(run_dir: str | Path) -> Path:
         ]
     if warm:
         probes = [w for w in warm if "probe_pass1" in w]
-        lines += [f"Warm start: {len(warm)} steps, final loss {warm[-1]['loss']:.4f}"]
-        lines += [f"; probed pass@1 {probes[-1]['probe_pass1']:.3f}" if probes else "", ""]
+        probed = f", last probed pass@1 {probes[-1]['probe_pass1']:.3f}" if probes else ""
+        lines += [f"Warm start: {len(warm)} steps, final loss {warm[-1]['loss']:.4f}{probed}.", ""]
     lines += ["## Evaluation (held-out split, `kernelzero eval`)", ""]
     lines += ["| policy | pass@1 | pass@5 | pass@10 | pass@1 strict | fast_1 | mean tokens | tasks x samples |"]
     lines += ["|---|---|---|---|---|---|---|---|", *_eval_rows(run), ""]
@@ -118,7 +125,10 @@ def write_train_report(run_dir: str | Path) -> Path:
         for s in steps:
             for k, v in s.get("statuses", {}).items():
                 statuses[k] = statuses.get(k, 0) + v
-        lines += ["", "Statuses over all steps (strict policy): " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))]
+        lines += [
+            "",
+            "Statuses over all steps (strict policy): " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
+        ]
     plots = _plots(steps, run) if steps else []
     lines += [""] + [f"![{p}]({p})" for p in plots]
     if steps and not plots:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kernelzero.extract import extract_code
 from kernelzero.rewards import ca_grpo_rewards, is_correct, verdict_speedup
 from kernelzero.service.client import Client
 from kernelzero.service.pool import VerifyRequest, verify_many
@@ -101,16 +102,26 @@ class CoderReward:
         self.options = options_for("default", **overrides)
 
     def verify(self, names: Sequence[str], texts: Sequence[str]) -> list[Verdict]:
-        """Verdicts of (task, completion) pairs, in order."""
+        """Verdicts of (task, completion) pairs, in order; pairs with the same task and code are verified once."""
         unknown = sorted({n for n in names if n not in self.tasks})
         if unknown:
             raise ValueError(f"reward asked for unknown task(s) {unknown[:5]}")
+        keys = [(n, extract_code(t)) for n, t in zip(names, texts)]
+        first = {key: i for i, key in reversed(list(enumerate(keys)))}  # the first pair of each key
+        todo = sorted(first.values())
+        found = dict(zip(todo, self._verify_distinct([names[i] for i in todo], [texts[i] for i in todo])))
+        return [found[first[key]] for key in keys]
+
+    def _verify_distinct(self, names: list[str], texts: list[str]) -> list[Verdict]:
         v = self.verifier
         if v.via == "http":
             options = {"profile": "default", **{k: x for k, x in v.options.items() if k != "policy"}}
             items = [(self.tasks[n], t, self.backend, options) for n, t in zip(names, texts)]
             return Client(v.url or "", token=v.token).verify_batch(items, timeout_s=v.timeout_s)
-        requests = [VerifyRequest(self.tasks[n], t, self.backend, self.options, tag=i) for i, (n, t) in enumerate(zip(names, texts))]
+        requests = [
+            VerifyRequest(self.tasks[n], t, self.backend, self.options, tag=i)
+            for i, (n, t) in enumerate(zip(names, texts))
+        ]
         out: list[Verdict | None] = [None] * len(requests)
         pool = "ray" if v.via == "ray" else "local"
         for req, verdict in verify_many(

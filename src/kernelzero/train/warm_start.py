@@ -7,7 +7,8 @@ The prompt is exactly the Coder's one-shot prompt (`coder.prompts.build_messages
 chat template, so the model is trained on what GRPO and `kernelzero eval` later show it. The loss covers
 the answer and its end token only. With `eval_every > 0`, `probe(model)` (held-out pass@1, measured by the
 caller with real verification) runs every that many steps, and the warm start stops as soon as the probe
-lies in `stop_band`: the miniature wants GRPO to start from a policy that solves some tasks, not all.
+reaches the floor of `stop_band` (`probe_in_band` records whether it also stayed under the ceiling): the
+miniature wants GRPO to start from a policy that solves some tasks, not all.
 """
 
 from __future__ import annotations
@@ -77,11 +78,15 @@ def warm_start(
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = max(1, cfg.steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.45 * (1 + math.cos(math.pi * s / max(1, cfg.steps))))
-    )
+
+    def factor(s: int) -> float:
+        decay = 1.0 if cfg.lr_schedule == "constant" else 0.1 + 0.45 * (1 + math.cos(math.pi * s / max(1, cfg.steps)))
+        return min(1.0, (s + 1) / warmup) * decay
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     bf16 = device.startswith("cuda") and next(model.parameters()).dtype == torch.float32
     history: list[dict[str, Any]] = []
+    began = time.monotonic()
     order: list[int] = []
     for step in range(1, cfg.steps + 1):
         start = time.monotonic()
@@ -97,13 +102,15 @@ def warm_start(
         sched.step()
         opt.zero_grad(set_to_none=True)
         record: dict[str, Any] = {"step": step, "loss": round(loss.item(), 5), "seconds": time.monotonic() - start}
-        stop = False
+        stop = cfg.stop_loss is not None and record["loss"] < cfg.stop_loss
+        stop = stop or (cfg.max_minutes is not None and time.monotonic() - began > cfg.max_minutes * 60)
         if probe is not None and cfg.eval_every > 0 and (step % cfg.eval_every == 0 or step == cfg.steps):
             model.eval()
             record["probe_pass1"] = probe(model)
             model.train()
-            lo, hi = cfg.stop_band
-            stop = lo <= record["probe_pass1"] <= hi
+            # past the band's floor: stop (above its ceiling too, since more fitting only climbs further)
+            stop = stop or record["probe_pass1"] >= cfg.stop_band[0]
+            record["probe_in_band"] = cfg.stop_band[0] <= record["probe_pass1"] <= cfg.stop_band[1]
         history.append(record)
         if on_log is not None:
             on_log(record)

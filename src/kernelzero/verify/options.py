@@ -36,9 +36,10 @@ class VerifyOptions:
     ref_fp64: bool = False  # compute the expected outputs in float64 where inputs are floating
     device: str = "auto"  # "auto" (cuda when available), "cuda" or "cpu"
     time_it: bool = True  # time correct candidates (GPU only)
-    timed_calls: int = 30  # timed calls (at least 20), after warm-up
+    timed_calls: int = 30  # timed calls per side at least, after warm-up
+    timing_budget_s: float = 0.3  # per side: more calls (up to 200) until their time fills this
     warmup_calls: int = 3  # untimed calls before timing
-    input_sets: int = 3  # distinct input sets rotated through the timed calls
+    input_sets: int = 0  # 0: a fresh input set for every call; 1: one set for all (KernelBench's protocol)
     compile_baseline: bool = False  # also time the reference under torch.compile (slow to compile)
     timeout_floor_s: float = 60.0  # run-time limit floor, build excluded
     timeout_scale: float = 200.0  # run-time limit = max(floor, scale x reference forward time x calls)
@@ -91,8 +92,8 @@ def options_for(profile: str = "default", **overrides) -> VerifyOptions:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {opts.policy!r}")
     if opts.precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {opts.precision!r}")
-    if opts.trials < 1 or opts.timed_calls < 1 or opts.input_sets < 1:
-        raise ValueError("trials, timed_calls and input_sets must be at least 1")
+    if opts.trials < 1 or opts.timed_calls < 1 or opts.input_sets not in (0, 1):
+        raise ValueError("trials and timed_calls must be at least 1; input_sets 0 (fresh per call) or 1")
     return opts
 
 

@@ -6,6 +6,7 @@ check without a GPU, and the pools' runner failures. The judge builds its own (`
 from __future__ import annotations
 
 import hashlib
+import platform
 from dataclasses import replace
 
 from kernelzero.tasks.hashing import task_hash
@@ -40,3 +41,21 @@ def early_verdict(
         **extra,
     )
     return replace(verdict, feedback=feedback_for(verdict))
+
+
+def versions() -> dict[str, str]:
+    """The versions a verdict records (python, torch, triton when installed)."""
+    out = {"python": platform.python_version(), "torch": _torch_version()}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__

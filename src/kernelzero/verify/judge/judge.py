@@ -9,7 +9,6 @@ of `verify()`, so a crash of the reference or of torch cannot take the caller do
 
 from __future__ import annotations
 
-import platform
 import secrets
 import tempfile
 import time
@@ -19,7 +18,6 @@ from pathlib import Path
 import torch
 
 from kernelzero.tasks.hashing import task_hash
-from kernelzero.tasks.module import ContractError
 from kernelzero.tasks.quality import degenerate_reasons
 from kernelzero.types import POLICIES, Backend, Task, Verdict, from_dict, to_dict
 from kernelzero.verify.backends import BACKENDS, backend_module
@@ -28,21 +26,10 @@ from kernelzero.verify.judge.anticheat import first_filter_verdict, policy_resul
 from kernelzero.verify.judge.compare import compare, same_inputs
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
 from kernelzero.verify.judge.reference import Reference
-from kernelzero.verify.judge.timing_stage import timed_comparison
+from kernelzero.verify.judge.timing_stage import take_solo_reference, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
-from kernelzero.verify.verdicts import candidate_hash
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "torch": torch.__version__}
-    try:
-        import triton
-
-        out["triton"] = triton.__version__
-    except ImportError:
-        pass
-    return out
+from kernelzero.verify.verdicts import candidate_hash, versions
 
 
 class Judge:
@@ -56,7 +43,14 @@ class Judge:
         self.device = "cuda" if cuda else "cpu"
         self.device_name = torch.cuda.get_device_name() if cuda else "cpu"
         self.atol, self.rtol = tolerances(opts, task.atol, task.rtol)
-        self.seed = opts.seed if opts.seed is not None else secrets.randbits(62)
+        # Two seeds: `init_seed` initialises the parameters of both models (the candidate gets it: it is no
+        # secret), `input_seed` draws every input and never leaves the judge and the reference's process. A
+        # fixed seed (the kernelbench profile) makes both predictable, as in KernelBench's own protocol.
+        self.init_seed = opts.seed if opts.seed is not None else secrets.randbits(62)
+        self.input_seed = opts.seed if opts.seed is not None else secrets.randbits(62)
+        self.ref: Reference | None = None
+        self.solo_ref = None  # the reference's Timing alone, before candidate code ran (timing_stage.solo_reference)
+        self.draws = 0  # input sets drawn for timing so far: each timed call gets seeds of its own
         self.stage_s: dict[str, float] = {}
         self.notes: list[str] = []
         self.fields: dict = {}
@@ -108,7 +102,7 @@ class Judge:
             "device": device,
             "interpret": interpret,
             "init_inputs": self.ref.init_inputs,
-            "seed": self.seed,
+            "seed": self.init_seed,
             "state_dict": self.ref.state_dict,
             "dtype": self.opts.precision,
             "eval_mode": self.opts.eval_mode,
@@ -131,17 +125,23 @@ class Judge:
         return self.verdict(reply["status"], reply["stage"], reply["message"], error_log=reply.get("log", ""))
 
     # -- the run ---------------------------------------------------------------------------------
-    def run(self, started: StartedWorker | None = None, deferred: list | None = None) -> Verdict:
+    def run(
+        self, started: StartedWorker | None = None, deferred: list | None = None, reference: StartedWorker | None = None
+    ) -> Verdict:
         """Verify; `started` is a worker the launcher started while this process imported torch.
 
         `deferred`: when given, the launcher's worker is not closed here but appended, for the launcher to
         close once the verdict is written (its folder is the launcher's; it holds no GPU lease by then).
         """
         with (
-            tempfile.TemporaryDirectory(prefix="kz-judge-") as private,
             tempfile.TemporaryDirectory(prefix="kz-cand-") as shared,
+            tempfile.TemporaryDirectory(prefix="kz-ref-") as ref_folder,
         ):
-            Path(private).chmod(0o700)
+            if reference is None:
+                self.ref, reference = Reference.start(self.task, self.opts, self.device, Path(ref_folder))
+            else:  # started by the launcher while this process imported torch
+                self.ref = Reference(reference.worker, self.device, self.opts)
+            self.ref_path = reference.cand_path
             interpret = self.device == "cpu" and self.backend.without_gpu == "interpret"
             if started is None or started.interpret != interpret:
                 if started is not None:  # the launcher guessed the device wrong
@@ -156,9 +156,12 @@ class Judge:
                 )
                 deferred = None  # this worker lives in this call's folder: closed here
             self.deferred = deferred
-            return self._run(Path(private), started)
+            try:
+                return self._run(started)
+            finally:
+                self.ref.close()
 
-    def _run(self, private: Path, started: StartedWorker) -> Verdict:
+    def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
         self.notes += started.plan.notes
         worker = started.worker
@@ -168,6 +171,8 @@ class Judge:
                 self.timed("ipc_check", start)
                 if why:
                     self.notes.append(f"GPU tensors moved through host memory (CUDA IPC unavailable: {why[:200]})")
+            if self.device == "cuda" and self.opts.time_it:
+                take_solo_reference(self)
             # The candidate's import (its builds) runs before this sample takes the GPU.
             self.fields["stage_hint"] = "build"
             started_import = time.perf_counter()
@@ -188,8 +193,8 @@ class Judge:
             self.stage_s["build"] = round(reply["build_s"], 4)
             self.notes += [f"worker: {str(n)[:300]}" for n in reply.get("notes", [])[:4]]  # its words, not ours
             if self.device != "cuda":
-                return self._with_lease(private, worker, started)
-            return self._on_gpu(private, worker, started)
+                return self._with_lease(worker, started)
+            return self._on_gpu(worker, started)
         except WorkerDied as exc:
             return self.verdict(
                 exc.status,
@@ -205,7 +210,7 @@ class Judge:
             else:
                 self.deferred.append(worker)
 
-    def _on_gpu(self, private: Path, worker: WorkerProcess, started: StartedWorker) -> Verdict:
+    def _on_gpu(self, worker: WorkerProcess, started: StartedWorker) -> Verdict:
         """The rest of the run under the GPU's shared lease (timing takes it alone, see `_timing`)."""
         torch.zeros(1, device="cuda")  # create the CUDA context before taking the GPU
         try:
@@ -218,7 +223,7 @@ class Judge:
                         f"the GPU passed a health probe after an earlier crash ({probe_log[-1][1]:.1f} s)"
                     )
                 try:
-                    verdict = self._with_lease(private, worker, started)
+                    verdict = self._with_lease(worker, started)
                 except WorkerDied:
                     mark_suspect()
                     raise
@@ -231,12 +236,9 @@ class Judge:
         except GpuUnhealthy as exc:
             return self.verdict("crash", "gpu_health", f"the GPU failed its health probe after an earlier crash: {exc}")
 
-    def _with_lease(self, private: Path, worker: WorkerProcess, started: StartedWorker) -> Verdict:
+    def _with_lease(self, worker: WorkerProcess, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
-        try:
-            self.ref = Reference.build(self.task, self.opts, self.device, self.seed, private)
-        except ContractError as exc:
-            raise ValueError(f"the task itself is broken ({exc.kind}): {exc}") from None
+        self.ref.build(self.ref_path, self.init_seed)  # TaskBroken (a ValueError) when the task's code fails
         self.timed("reference", start)
         return self._with_worker(worker, started.cand_path, started.interpret)
 
@@ -269,14 +271,32 @@ class Judge:
                 return failed
         return self._timing(worker)
 
+    def _judge_trial(
+        self, expected: list, inputs: list, outs: list, after: list, reply: dict, trial: int, passed: int
+    ) -> Verdict | None:
+        """The verdict of one correctness trial that ran (outputs, inputs after the call, the output checks)."""
+        where = {"trials": trial + 1, "trials_passed": passed}
+        failure = compare(
+            expected, self.on_device(outs), self.atol, self.rtol, trial, tie_prone=self.task.tie_prone, inputs=inputs
+        )
+        if failure is not None:
+            message = f"trial {trial}: {failure.message}"
+            return self.verdict(failure.status, "correctness", message, mismatch=failure.mismatch, **where)
+        changed = same_inputs([x for x in inputs if isinstance(x, torch.Tensor)], self.on_device(after))
+        if changed:
+            return self.verdict("input_mutated", "correctness", changed, **where)
+        if reply.get("output_problem"):
+            return self.verdict("bad_output", "correctness", reply["output_problem"], **where)
+        return None
+
     def _correctness(self, worker: WorkerProcess) -> Verdict | None:
         self.fields["stage_hint"] = "correctness"
         passed = 0
         draws: list = []
         for trial in range(self.opts.trials):
-            inputs = self.ref.inputs(self.seed + 1 + trial)
+            inputs = self.ref.input_sets([self.input_seed + 1 + trial], self.opts.build_timeout_s)[0]
             t0 = time.perf_counter()
-            expected = self.ref.expected(inputs)
+            expected = self.ref.expected(inputs, self.run_timeout())
             if self.device == "cuda":
                 torch.cuda.synchronize()
             self.stage_s["ref_forward_ms"] = max(
@@ -300,25 +320,10 @@ class Judge:
                 after = worker.sink.lent
             if trial < 2:
                 draws.append((expected, inputs))
-            failure = compare(expected, self.on_device(outs), self.atol, self.rtol, trial)
-            if failure is None:
-                changed = same_inputs([x for x in inputs if isinstance(x, torch.Tensor)], self.on_device(after))
-                if changed:
-                    return self.verdict("input_mutated", "correctness", changed, trials=trial + 1, trials_passed=passed)
-                if reply.get("output_problem"):
-                    return self.verdict(
-                        "bad_output", "correctness", reply["output_problem"], trials=trial + 1, trials_passed=passed
-                    )
-                passed += 1
-                continue
-            return self.verdict(
-                failure.status,
-                "correctness",
-                f"trial {trial}: {failure.message}",
-                mismatch=failure.mismatch,
-                trials=trial + 1,
-                trials_passed=passed,
-            )
+            failure = self._judge_trial(expected, inputs, outs, after, reply, trial, passed)
+            if failure is not None:
+                return failure
+            passed += 1
         self.fields.update(trials=self.opts.trials, trials_passed=passed)
         if len(draws) == 2:
             reasons = degenerate_reasons(draws[0][0], draws[1][0], draws[0][1], max(self.atol, 1e-6))
@@ -338,7 +343,7 @@ class Judge:
             confirming=True,
             trials=max(10, self.opts.trials),
             timed_calls=100,
-            input_sets=5,
+            timing_budget_s=max(1.0, self.opts.timing_budget_s),
             seed=None,
             baselines_dir=self.opts.baselines_dir,
         )
@@ -371,13 +376,16 @@ class Judge:
                 self.stage_s["gpu_excl"] = round(time.perf_counter() - held, 4)
 
 
-def judge_request(request: dict, started: StartedWorker | None = None, deferred: list | None = None) -> dict:
-    """Run one verification request (as written by verify()); return the result payload (`deferred`: Judge.run)."""
+def judge_request(
+    request: dict, started: StartedWorker | None = None, deferred: list | None = None, reference=None
+) -> dict:
+    """Run one verification request (as written by verify()); return the result payload (`deferred`: Judge.run;
+    `reference`: the task's reference process, when the launcher started it)."""
     task = from_dict(Task, request["task"])
     opts = from_dict(VerifyOptions, request["options"])
     try:
         backend = from_dict(Backend, request["backend"])
-        verdict = Judge(task, request["source"], backend, opts).run(started, deferred)
+        verdict = Judge(task, request["source"], backend, opts).run(started, deferred, reference)
         return {"verdict": to_dict(verdict)}
     except ValueError as exc:
         if started is not None:

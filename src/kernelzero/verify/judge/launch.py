@@ -22,10 +22,11 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from kernelzero.types import from_dict
+from kernelzero.types import Task, from_dict
+from kernelzero.verify.judge.task_source import TaskBroken, start_reference
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox.process import die_with_parent, gpu_visible, make_non_dumpable, outlive_parent
-from kernelzero.verify.sandbox.worker_process import WorkerDied, start_worker
+from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, start_worker
 
 
 def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
@@ -57,6 +58,14 @@ def _answer(path: str, payload: dict) -> None:
     outlive_parent()
 
 
+def _start_reference(request: dict, opts: VerifyOptions, folder: Path) -> StartedWorker | None:
+    """The task's reference process, started now (None when the task's source is broken: the judge says how)."""
+    try:
+        return start_reference(from_dict(Task, request["task"]), opts, folder)
+    except TaskBroken:
+        return None
+
+
 def main(argv: list[str]) -> int:
     make_non_dumpable()
     if argv[:1] != ["--parent"]:
@@ -68,7 +77,10 @@ def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[0]).read_text())
     opts = from_dict(VerifyOptions, request["options"])
     gpu = on_gpu(opts)
-    with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:
+    with (
+        tempfile.TemporaryDirectory(prefix="kz-cand-") as shared,
+        tempfile.TemporaryDirectory(prefix="kz-ref-") as ref_folder,
+    ):
         started = start_worker(
             request["source"],
             Path(shared),
@@ -77,11 +89,12 @@ def main(argv: list[str]) -> int:
             isolate_network=opts.isolate_network,
             host_mem_gb=opts.host_mem_gb,
         )
-        from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the worker starts
+        reference = _start_reference(request, opts, Path(ref_folder))
+        from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the workers start
 
-        deferred: list = []
+        deferred: list = [] if reference is None else [reference.worker]
         try:
-            _answer(argv[1], judge_request(request, started, deferred))
+            _answer(argv[1], judge_request(request, started, deferred, reference))
         finally:  # also when the death signal interrupts the judge: its worker and folders go too
             for worker in deferred:
                 worker.close()

@@ -1,78 +1,129 @@
-"""The reference side of a verification, in the judge: the task's `Model`, its inputs and expected outputs.
+"""The reference side of a verification, as the judge sees it: the task's `Model` in a sandboxed process of its own.
 
-`Reference.build(task, opts, device, seed, workdir)` loads the task module, constructs `Model` from
-`get_init_inputs()` under `seed` (the same seed initialises the candidate's parameters, so a candidate whose
-parameter names differ still matches through seeded initialisation) and keeps a copy of its state for the worker.
-`inputs(seed)` draws one input set; `expected(inputs)` computes the reference's outputs (in float64 when the
-options ask for it).
+A task's code is as untrusted as a candidate's (tasks come from users and from the Proposer model), so the judge
+never imports it: `Reference.start` starts `python -m kernelzero.verify.worker OUT_FD reference` in the sandbox
+(worker/reference_role.py) with the task's source, size overrides applied; `build` imports it and constructs
+`Model` under the init seed (the same seed initialises the candidate's parameters). Then `input_sets(seeds)`
+draws inputs there from the judge's secret seeds, and `expected(inputs)` computes the reference's outputs. What
+comes back is JSON and raw tensor bytes; the judge keeps the secret, the comparison and the clock.
+
+A failure of the task's own code is the task's fault, not the candidate's: it raises `TaskBroken`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from kernelzero.tasks.module import load_reference
-from kernelzero.tasks.quality import flatten_outputs
 from kernelzero.types import Task
+from kernelzero.verify.judge.task_source import TaskBroken, start_reference
 from kernelzero.verify.options import VerifyOptions
-
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+from kernelzero.verify.sandbox.channel import ChannelError, unpack_values
+from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess
 
 
 @dataclass
 class Reference:
-    """A built reference model with what the worker needs to construct the candidate."""
+    """A running reference process with what the candidate needs to be constructed alike."""
 
-    module: Any  # the loaded task module (`get_inputs`, `get_init_inputs`, `model_cls`)
-    model: torch.nn.Module  # on the judge's device, in the options' precision and mode
-    model64: torch.nn.Module | None  # a float64 copy when `ref_fp64`
-    init_inputs: list  # `get_init_inputs()`, sent to the worker
-    state_dict: dict[str, torch.Tensor]  # the reference's initial parameters, sent to the worker
+    worker: WorkerProcess
     device: str
     opts: VerifyOptions
+    built: bool = False  # `build` ran
+    init_inputs: list | None = None  # `get_init_inputs()`, sent to the candidate's worker
+    state_dict: dict | None = None  # the reference's initial parameters, sent to the candidate's worker
 
     @classmethod
-    def build(cls, task: Task, opts: VerifyOptions, device: str, seed: int, workdir: Path) -> Reference:
-        """Load the task and construct its Model (raises `ContractError` for a broken task)."""
-        ref = load_reference(task.source, task.sizes, workdir / "task.py")
-        torch.manual_seed(seed)
-        init_inputs = list(ref.get_init_inputs())
-        torch.manual_seed(seed)
-        model = ref.model_cls(*init_inputs)
-        state_dict = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        model = model.to(device)
-        if opts.precision != "fp32":
-            model = model.to(DTYPES[opts.precision])
-        model = model.train(not opts.eval_mode)
-        model64 = copy.deepcopy(model).double() if opts.ref_fp64 else None
-        return cls(ref, model, model64, init_inputs, state_dict, device, opts)
+    def start(cls, task: Task, opts: VerifyOptions, device: str, folder: Path) -> tuple[Reference, StartedWorker]:
+        """Start the reference's process (it imports torch while the judge does other work)."""
+        started = start_reference(task, opts, folder)
+        return cls(started.worker, device, opts), started
 
-    def inputs(self, seed: int) -> list:
-        """One input draw, on the judge's device (the channel hands the worker copies).
+    def _ask(self, command: dict, timeout_s: float, what: str) -> tuple[dict, list]:
+        try:
+            self.worker.send(command)
+            reply, tensors = self.worker.receive(timeout_s, what)
+        except WorkerDied as exc:
+            raise TaskBroken(f"the task's reference process failed during {what} ({exc.status}): {exc}") from None
+        if not reply.get("ok"):
+            detail = f"{reply.get('message', '')}\n{reply.get('log', '')[-800:]}".strip()
+            raise TaskBroken(f"the task itself is broken ({what}): {detail}")
+        return reply, tensors
 
-        With a secret seed the draw happens on the GPU itself (seconds of CPU work less per trial at bench
-        sizes); a fixed seed (the kernelbench profile) draws on the CPU, as KernelBench does, so its
-        inputs are KernelBench's.
-        """
-        torch.manual_seed(seed)
-        on_gpu = self.device == "cuda" and self.opts.seed is None
-        with torch.device(self.device) if on_gpu else contextlib.nullcontext():
-            raw = list(self.module.get_inputs())
-        dtype = DTYPES[self.opts.precision]
-        cast = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in raw]
-        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cast]
+    def build(self, cand_path: Path, init_seed: int) -> None:
+        """Import the task and construct `Model` under `init_seed` (once)."""
+        if self.built:
+            return
+        if self.device == "cuda" and self.opts.cuda_ipc:
+            self.worker.check_ipc()  # '' when GPU tensors can move through CUDA IPC; else through host memory
+        command = {
+            "cmd": "import",
+            "path": str(cand_path),
+            "device": self.device,
+            "interpret": False,
+            "gpu_mem_fraction": self.opts.gpu_mem_fraction,
+            "hooks": [],
+            "class_name": "Model",
+        }
+        self._ask(command, self.opts.build_timeout_s, "importing the task")
+        command = {
+            "cmd": "load",
+            "seed": init_seed,
+            "dtype": self.opts.precision,
+            "eval_mode": self.opts.eval_mode,
+            "fp64": self.opts.ref_fp64,
+        }
+        reply, tensors = self._ask(command, self.opts.build_timeout_s, "constructing the task's Model")
+        values = self._unpack(reply, tensors)
+        self.init_inputs, self.state_dict = list(values["init_inputs"]), dict(values["state_dict"])
+        self.built = True
 
-    def expected(self, inputs: list) -> list[torch.Tensor]:
-        """The reference's outputs for `inputs` (flattened to a list of tensors)."""
-        with torch.no_grad():
-            if self.model64 is not None:
-                up = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-                outs = flatten_outputs(self.model64(*up))
-                return [o.to(DTYPES[self.opts.precision]) if o.is_floating_point() else o for o in outs]
-            return [o.clone() for o in flatten_outputs(self.model(*inputs))]
+    def input_sets(self, seeds: list[int], timeout_s: float) -> list[list]:
+        """One input set per seed, on the judge's device."""
+        on_device = self.opts.seed is None  # a fixed seed draws on the CPU, as KernelBench does
+        reply, tensors = self._ask({"cmd": "draw", "seeds": seeds, "on_device": on_device}, timeout_s, "get_inputs")
+        sets = self._unpack(reply, tensors)
+        if not isinstance(sets, list) or len(sets) != len(seeds) or not all(isinstance(s, list) for s in sets):
+            raise TaskBroken("the task itself is broken (get_inputs): the reference process sent malformed inputs")
+        return [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in s] for s in sets]
+
+    def expected(self, inputs: list, timeout_s: float) -> list[torch.Tensor]:
+        """The reference's outputs for `inputs`."""
+        _, tensors = self._ask({"cmd": "run", "inputs": inputs}, timeout_s, "the reference forward")
+        return [t.to(self.device) for t in tensors]
+
+    def time(
+        self,
+        sets: list[list],
+        warmup: int,
+        host_check: bool,
+        timeout_s: float,
+        compiled: bool = False,
+        audit: list[int] = (),
+    ) -> tuple[list[float], list]:
+        """The reference's timed calls on `sets` (the candidate's protocol, audit calls at `audit` included):
+        (per-call ms, outputs per timed then audit call). `compiled`: the reference under torch.compile."""
+        command = {
+            "cmd": "time",
+            "sets": sets,
+            "warmup": warmup,
+            "host_check": host_check,
+            "compiled": compiled,
+            "audit": list(audit),
+        }
+        reply, tensors = self._ask(command, timeout_s, "timing the reference")
+        n = reply["n_out"]
+        outs = [[t.to(self.device) for t in tensors[k * n : (k + 1) * n]] for k in range(len(sets) - warmup)]
+        return list(reply["times_ms"]), outs
+
+    @staticmethod
+    def _unpack(reply: dict, tensors: list):
+        try:
+            return unpack_values(reply["values"], tensors)
+        except (ChannelError, KeyError, TypeError) as exc:
+            raise TaskBroken(f"the reference process sent a malformed reply: {exc}") from None
+
+    def close(self) -> None:
+        self.worker.close()

@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from kernelzero.types import Backend, Task, Verdict, to_dict, verdict_from_dict
-from kernelzero.verify.backends.cuda.build_cache import default_cache_dir
+from kernelzero.verify.backends.cuda.build_cache import default_cache_dir, ensure_readable
 from kernelzero.verify.judge.launch import on_gpu
 from kernelzero.verify.judge.standby import Standby
 from kernelzero.verify.options import VerifyOptions
@@ -79,7 +79,8 @@ def _judge_env(backend: Backend, opts: VerifyOptions) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(import_roots(backend))}
     if opts.gpu_index is not None:
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(opts.gpu_index)
-    env["KZ_BUILD_CACHE"] = opts.build_cache or str(default_cache_dir())  # any backend: one standby kind per lane
+    cache = Path(opts.build_cache) if opts.build_cache else default_cache_dir()
+    env["KZ_BUILD_CACHE"] = str(ensure_readable(cache))  # any backend: one standby kind per lane
     return env
 
 

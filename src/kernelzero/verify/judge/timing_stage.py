@@ -1,149 +1,300 @@
-"""Correctness-gated timing: the candidate's timed calls, the reference's timings, speedups.
+"""Timing of a correct candidate: the candidate and the reference interleaved in one exclusive GPU window.
 
-Only correct candidates reach this stage. The judge sends several input sets and a call order it
-drew from a secret generator; the worker times each call (see `timing.py`) and returns the last
-output of every input set, which the judge checks like a correctness trial, so a candidate that
-computes only when it believes it is being checked still fails. The reference is timed the same
-way in the judge's process (before or after the candidate, never at the same time); its timings
-are cached per (task hash, sizes, GPU name, torch version) in `baselines_dir/<gpu>.json`, a file
-meant to be kept in the repository (`bench/baselines/`) so per-GPU baselines are shared.
+Only correct candidates reach this stage, and only while their judge holds the GPU alone (`lease.exclusive_gpu`).
+
+- **Fresh, checked calls.** Every call (warm-ups included) runs on an input set drawn for it alone from the judge's
+  secret seed, in the reference's process, for every dtype, integers included; the kernelbench profile reuses one
+  set, as KernelBench does. The outputs of every timed call come back and are compared with the reference's outputs
+  on the same set: no call can tell whether it is checked, and a cached result saves nothing. Untimed audit calls
+  with the PyTorch op recorder are slipped in before timed calls at positions drawn per block, so a candidate
+  that computes with PyTorch only where it is not watched is found (the strict policy's `torch_compute`).
+- **Interleaved, same protocol.** The reference runs in its own process with the same worker code
+  (`worker/reference_role.py`), so both sides pay the same harness. Blocks alternate reference / candidate in the
+  order ABBA (drift cancels), each side on the same input sets. The number of calls fills a time budget
+  (`timing_budget_s` per side, at least the profile's `timed_calls`, at most `MAX_CALLS`).
+- **The judge's clock bounds the reported times.** The per-call times come from the worker's CUDA events and host
+  clock, inside the candidate's process, so they are a claim. The judge times every block itself from sending the
+  command to reading the reply. For each block, overhead = (judge's block time - reported times - untimed calls
+  at the side's median) / timed calls (`block_overhead`); the
+  candidate's overhead may exceed the reference's on the same block by at most the noise of the reference's own
+  overhead between blocks (and a floor of `OVERHEAD_FLOOR_MS` + 2% of a call). Beyond that, the candidate's times are
+  corrected by the excess (its speed is what the judge's clock saw) and `timing_check` says so. Host load slows both
+  sides' overheads alike; it does not move the speedup.
+- **Confidence.** The speedup is the ratio of the profile's statistic (median; mean for kernelbench) with a 95%
+  bootstrap interval over the per-call times (`Verdict.speedup_ci`). Calls under `LAUNCH_BOUND_MS` are flagged:
+  their times are dominated by launch overhead, and the speedup is not resolvable there.
+- **Baseline sabotage.** The reference is also timed alone, before any candidate code runs (`solo_reference`,
+  cached per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise gives `tampered`
+  (the candidate left work on the GPU that slows the reference).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import random
 import secrets
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.compare import compare
+from kernelzero.verify.judge.lease import exclusive_gpu
 from kernelzero.verify.options import profile_of
-from kernelzero.verify.worker.timing import summarise, time_calls
+from kernelzero.verify.worker.timing import summarise
 
 if TYPE_CHECKING:
     from kernelzero.verify.judge.judge import Judge
     from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
-
-def _cache_path(directory: str, gpu: str) -> Path:
-    return Path(directory) / (gpu.replace(" ", "_").replace("/", "_") + ".json")
-
-
-def _cache_key(judge: Judge, kind: str) -> str:
-    return f"{task_hash(judge.task)}|{judge.opts.precision}|{kind}|{judge.opts.profile}|torch {torch.__version__}"
-
-
-def cached_baseline(judge: Judge, kind: str) -> Timing | None:
-    if not judge.opts.baselines_dir:
-        return None
-    path = _cache_path(judge.opts.baselines_dir, judge.device_name)
-    try:
-        entry = json.loads(path.read_text()).get(_cache_key(judge, kind))
-    except (OSError, ValueError):
-        return None
-    return Timing(**entry["timing"]) if entry else None
+MAX_CALLS = 200  # timed calls per side at most
+MIN_BLOCKS = 2  # blocks per side at least (the overhead's noise needs two)
+BLOCK_BYTES = 256 << 20  # input and output bytes one block may hold on the GPU at once (judge side)
+OVERHEAD_FLOOR_MS = 0.01  # per call: a candidate's overhead may exceed the reference's by this much at least
+LAUNCH_BOUND_MS = 0.02  # below this per call, launch overhead dominates: the speedup is flagged
+AUDITS_PER_BLOCK = 2  # untimed calls with the op recorder per candidate block, at positions drawn per block
+SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
 
 
-def store_baseline(judge: Judge, kind: str, timing: Timing) -> None:
-    if not judge.opts.baselines_dir:
-        return
-    path = _cache_path(judge.opts.baselines_dir, judge.device_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data[_cache_key(judge, kind)] = {"task": judge.task.name, "sizes": judge.task.sizes, "timing": asdict(timing)}
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    tmp.replace(path)
+def _bytes_of(values: list) -> int:
+    return sum(t.numel() * t.element_size() for t in values if isinstance(t, torch.Tensor))
 
 
-def _time_reference(judge: Judge, fn, sets: list[list], order: list[int], host_check: bool) -> Timing | None:
-    def call(i: int) -> None:
-        with torch.no_grad():
-            fn(*sets[i])
-
-    return summarise(time_calls(call, order, judge.opts.warmup_calls, judge.device, host_check))
-
-
-def reference_timings(judge: Judge, sets: list[list], order: list[int], host_check: bool) -> tuple:
-    eager = cached_baseline(judge, "eager")
-    if eager is None:
-        eager = _time_reference(judge, judge.ref.model, sets, order, host_check)
-        store_baseline(judge, "eager", eager)
-    compiled = None
-    if judge.opts.compile_baseline:
-        compiled = cached_baseline(judge, "compile")
-        if compiled is None:
-            torch._dynamo.reset()
-            compiled = _time_reference(judge, torch.compile(judge.ref.model), sets, order, host_check)
-            store_baseline(judge, "compile", compiled)
-    return eager, compiled
+def plan_calls(judge: Judge, set_bytes: int, out_bytes: int) -> tuple[int, int]:
+    """(timed calls per side, calls per block) for this task."""
+    ref_ms = max(judge.stage_s.get("ref_forward_ms", 1.0), 1e-3)
+    calls = int(min(MAX_CALLS, max(judge.opts.timed_calls, judge.opts.timing_budget_s * 1e3 / ref_ms)))
+    fits = max(1, BLOCK_BYTES // max(1, 2 * set_bytes + 2 * out_bytes))
+    per_block = max(1, min(fits, math.ceil(calls / MIN_BLOCKS)))
+    return calls, per_block
 
 
-def _check_timed_outputs(judge: Judge, expected: list, tensors: list, n: int) -> Verdict | None:
-    """The verdict of the first wrong output among the checked timed calls (one per input set), else None."""
-    for k in range(len(expected)):
-        failure = compare(expected[k], judge.on_device(tensors[k * n : (k + 1) * n]), judge.atol, judge.rtol, -1)
-        if failure is not None:
-            return judge.verdict(
-                failure.status,
-                "timing",
-                f"an output of a timed call was wrong: {failure.message}",
-                mismatch=failure.mismatch,
-            )
-    return None
+def _draw(judge: Judge, count: int) -> list[list]:
+    """`count` input sets, fresh per call: each from a seed no earlier draw used (one reused set in the
+    kernelbench profile, as KernelBench times one input set)."""
+    if judge.opts.input_sets == 1:
+        base = judge.ref.input_sets([judge.input_seed + 10_000], judge.opts.build_timeout_s)[0]
+        return [base] * count
+    first, judge.draws = judge.draws, judge.draws + count
+    seeds = [judge.input_seed + 10_000 + first + k for k in range(count)]
+    return judge.ref.input_sets(seeds, judge.opts.build_timeout_s)
 
 
-def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
-    """Time the candidate on rotating input sets, check their outputs, time the reference."""
-    import time
+def _audit_positions(warmup: int, timed: int, audits: int) -> list[int]:
+    """The timed positions that untimed audit calls come before, drawn by the judge for both sides of a block."""
+    return sorted(secrets.SystemRandom().sample(range(warmup, warmup + timed), min(audits, timed)))
 
-    judge.fields["stage_hint"] = "timing"
+
+def _candidate_block(
+    judge: Judge, worker: WorkerProcess, sets: list, warmup: int, host_check: bool, audits: list, before: list[int]
+):
+    """(per-call ms, outputs per call, judge's seconds) of one candidate block, or a rejecting Verdict.
+
+    `audits`: input sets for untimed calls with the op recorder, made before the timed calls at `before`
+    (their outputs follow the timed calls' outputs)."""
+    timed = len(sets) - warmup
     start = time.perf_counter()
-    sets = [judge.ref.inputs(judge.seed + 1000 + k) for k in range(judge.opts.input_sets)]
-    expected = [judge.ref.expected(s) for s in sets]
-    rng = random.Random(secrets.randbits(64))
-    order = [k % len(sets) for k in range(judge.opts.timed_calls)]
-    rng.shuffle(order)
-    host_check = profile_of(judge.opts).host_check or judge.opts.confirming
-    worker.send(
-        {"cmd": "time", "input_sets": sets, "order": order, "warmup": judge.opts.warmup_calls, "host_check": host_check}
-    )
-    reply, tensors = worker.receive(judge.run_timeout() * 4, "timing")
-    judge.timed("timing", start)
+    command = {"cmd": "time", "sets": sets + audits, "warmup": warmup, "host_check": host_check, "audit": before}
+    worker.send(command)
+    reply, tensors = worker.receive(judge.run_timeout() * 4 + 10 * len(sets), "timing")
+    seconds = time.perf_counter() - start
     if not reply["ok"]:
         return judge.failed(reply)
     if reply.get("tampered"):
         return judge.verdict("tampered", "timing", f"the harness was tampered with ({reply['tampered']})")
     if reply.get("calls_without_kernel"):
-        return judge.verdict(
-            "no_kernel",
-            "timing",
-            f"{reply['calls_without_kernel']} timed call(s) launched none of "
-            "the candidate's kernels (a cached or replayed result)",
+        message = (
+            f"{reply['calls_without_kernel']} timed call(s) launched none of the candidate's kernels "
+            "(a cached or replayed result)"
         )
-    wrong = _check_timed_outputs(judge, expected, tensors, reply["n_out"])
-    if wrong is not None:
-        return wrong
-    timing = summarise(reply["times_ms"])
+        return judge.verdict("no_kernel", "timing", message)
+    if reply.get("torch_ops"):  # seen in an audit call: the strict policy decides (anticheat.policy_result)
+        judge.fields["torch_ops"] = tuple(sorted(set(judge.fields.get("torch_ops", ())) | set(reply["torch_ops"])))
+    n = reply["n_out"]
+    outs = [judge.on_device(tensors[k * n : (k + 1) * n]) for k in range(timed + len(before))]
+    return list(reply["times_ms"]), outs, seconds
+
+
+def _reference_block(judge: Judge, sets: list, warmup: int, host_check: bool, audits=(), before=()):
+    """The reference's side of a block: the same calls as the candidate's, audits included, so that both sides
+    pay the same harness inside the judge's clock; its outputs (timed, then audits) are the expected ones."""
     start = time.perf_counter()
-    eager, compiled = reference_timings(judge, sets, order, host_check)
-    judge.timed("reference_timing", start)
-    stat = f"{profile_of(judge.opts).statistic}_ms"
-    ratio = lambda ref: (
-        getattr(ref, stat) / getattr(timing, stat) if ref and timing and getattr(timing, stat) > 0 else None
-    )  # noqa: E731
-    speedup = ratio(eager)
+    timeout = judge.run_timeout() * 4 + 10 * (len(sets) + len(audits))
+    times, outs = judge.ref.time(list(sets) + list(audits), warmup, host_check, timeout, audit=list(before))
+    seconds = time.perf_counter() - start
+    if judge.opts.ref_fp64:  # the expected outputs come from the float64 copy
+        outs = [judge.ref.expected(s, judge.run_timeout()) for s in [*sets[warmup:], *audits]]
+    return times, outs, seconds
+
+
+def _check_outputs(judge: Judge, expected: list, got: list, sets: list) -> Verdict | None:
+    """The verdict of the first wrong output among the timed calls, else None (every call is checked)."""
+    for want, have, inputs in zip(expected, got, sets, strict=True):
+        failure = compare(want, have, judge.atol, judge.rtol, -1, tie_prone=judge.task.tie_prone, inputs=inputs)
+        if failure is not None:
+            message = f"an output of a timed call was wrong: {failure.message}"
+            return judge.verdict(failure.status, "timing", message, mismatch=failure.mismatch)
+    return None
+
+
+def interleaved(judge: Judge, worker: WorkerProcess, host_check: bool) -> dict | Verdict:
+    """Blocks of reference and candidate calls, ABBA, on shared fresh sets; per-side times and block overheads."""
+    probe = _draw(judge, 1)[0]
+    expected = judge.ref.expected(probe, judge.run_timeout())
+    calls, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
+    sides = {"ref": {"times": [], "overheads": []}, "cand": {"times": [], "overheads": []}}
+    done, block = 0, 0
+    while done < calls:
+        m = min(per_block, calls - done)
+        warmup = judge.opts.warmup_calls if block == 0 else 1
+        sets = _draw(judge, warmup + m)
+        audits = _draw(judge, min(AUDITS_PER_BLOCK, m))
+        before = _audit_positions(warmup, m, len(audits))
+        order = ("ref", "cand") if block % 4 in (0, 3) else ("cand", "ref")
+        results = {}
+        for side in order:
+            got = _reference_block(judge, sets, warmup, host_check, audits, before) if side == "ref" else None
+            if side == "cand":
+                got = _candidate_block(judge, worker, sets, warmup, host_check, audits, before)
+                if isinstance(got, Verdict):
+                    return got
+            results[side] = got
+        wrong = _check_outputs(judge, results["ref"][1], results["cand"][1], sets[warmup:] + audits)
+        if wrong is not None:
+            return wrong
+        untimed = warmup + len(audits)  # calls inside the judge's clock but not in the reported times
+        for side, (times, _, seconds) in results.items():
+            sides[side]["times"] += times
+            sides[side]["overheads"].append(block_overhead(seconds * 1e3, times, untimed))
+        done, block = done + m, block + 1
+    return sides
+
+
+def block_overhead(judge_ms: float, times: list[float], untimed: int) -> float:
+    """Per timed call, what the judge's clock saw beyond the reported times: its block time minus the reported
+    times and minus the untimed calls (warm-ups, audits), each counted at the median reported time.
+
+    Untimed calls cost what a call of that side costs, so they are taken out at that side's own rate: a slower
+    honest candidate is not charged for its slower warm-ups. A candidate that reports less than it takes is
+    charged for every call, timed or not: its overhead grows by the missing time times all its calls.
+    """
+    if not times:
+        return 0.0
+    return (judge_ms - sum(times) - untimed * float(np.median(times))) / len(times)
+
+
+def check_clock(sides: dict) -> tuple[float, str]:
+    """(ms to add to each candidate call, what the check found) from the blocks' overheads (see the docstring)."""
+    ref_o, cand_o = np.array(sides["ref"]["overheads"]), np.array(sides["cand"]["overheads"])
+    excess = float(np.mean(cand_o - ref_o))
+    noise = float(np.std(ref_o, ddof=1)) * math.sqrt(2 / len(ref_o)) if len(ref_o) > 1 else 0.0
+    per_call = float(np.median(sides["cand"]["times"])) if sides["cand"]["times"] else 0.0
+    allowed = 3 * noise + OVERHEAD_FLOOR_MS + 0.02 * per_call
+    if excess <= allowed:
+        return 0.0, f"confirmed by the judge's clock (excess overhead {excess * 1e3:.1f} us <= {allowed * 1e3:.1f} us)"
+    return excess, (
+        f"corrected: the judge's clock saw {excess * 1e3:.1f} us per call more than the candidate reported "
+        f"(allowed {allowed * 1e3:.1f} us); its times include that excess"
+    )
+
+
+def bootstrap_ci(ref: list[float], cand: list[float], statistic: str, draws: int = 2000) -> tuple[float, float]:
+    """95% percentile interval of stat(ref) / stat(cand), resampling each side's calls."""
+    rng = np.random.default_rng(0)
+    r, c = np.asarray(ref), np.asarray(cand)
+    stat = np.median if statistic == "median" else np.mean
+    ratios = [stat(rng.choice(r, r.size)) / stat(rng.choice(c, c.size)) for _ in range(draws)]
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return round(float(low), 4), round(float(high), 4)
+
+
+def _cache_path(judge: Judge) -> Path:
+    return Path(judge.opts.baselines_dir) / (judge.device_name.replace(" ", "_").replace("/", "_") + ".json")
+
+
+def _cache_key(judge: Judge) -> str:
+    return f"{task_hash(judge.task)}|{judge.opts.precision}|solo|{judge.opts.profile}|torch {torch.__version__}"
+
+
+def cached_solo(judge: Judge) -> Timing | None:
+    """The solo reference timing cached for this task and GPU in `baselines_dir`, if any."""
+    if not judge.opts.baselines_dir:
+        return None
+    try:
+        entry = json.loads(_cache_path(judge).read_text()).get(_cache_key(judge))
+    except (OSError, ValueError):
+        return None
+    return Timing(**entry["timing"]) if entry else None
+
+
+def solo_reference(judge: Judge, host_check: bool) -> Timing | None:
+    """The reference timed alone (the caller holds the GPU alone, before any candidate code has run); cached per
+    GPU in `baselines_dir`."""
+    probe = _draw(judge, 1)[0]
+    calls, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(judge.ref.expected(probe, judge.run_timeout())))
+    times: list[float] = []
+    while len(times) < judge.opts.timed_calls:
+        warmup = judge.opts.warmup_calls if not times else 1
+        sets = _draw(judge, warmup + min(per_block, judge.opts.timed_calls - len(times)))
+        times += _reference_block(judge, sets, warmup, host_check)[0]
+    timing = summarise(times)
+    if judge.opts.baselines_dir and timing is not None:
+        path = _cache_path(judge)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data[_cache_key(judge)] = {"task": judge.task.name, "sizes": judge.task.sizes, "timing": asdict(timing)}
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(path)
+    return timing
+
+
+def sabotage(solo: Timing | None, beside: Timing) -> str:
+    """Why the reference timed beside the candidate is too slow against its solo timing ('' when it is not)."""
+    if solo is None or solo.median_ms <= 0:
+        return ""
+    spread = (solo.p90_ms - solo.p10_ms) / solo.median_ms
+    limit = solo.median_ms * (1 + max(SABOTAGE_TOLERANCE, 2 * spread))
+    if beside.median_ms <= limit:
+        return ""
+    slower = beside.median_ms / solo.median_ms - 1
+    return (
+        f"the reference ran {slower:.0%} slower beside the candidate than alone ({beside.median_ms:.4f} vs "
+        f"{solo.median_ms:.4f} ms): work the candidate left on the GPU slows the baseline"
+    )
+
+
+def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
+    """Time the candidate and the reference interleaved (see the module docstring); the final verdict."""
+    judge.fields["stage_hint"] = "timing"
+    profile = profile_of(judge.opts)
+    host_check = profile.host_check or judge.opts.confirming
+    start = time.perf_counter()
+    sides = interleaved(judge, worker, host_check)
+    judge.timed("timing", start)
+    if isinstance(sides, Verdict):
+        return sides
+    extra, check = check_clock(sides)
+    cand_times = [t + extra for t in sides["cand"]["times"]]
+    timing, eager = summarise(cand_times), summarise(sides["ref"]["times"])
+    slowed = sabotage(judge.solo_ref, eager)
+    if slowed:
+        return judge.verdict("tampered", "timing", slowed)
+    stat = f"{profile.statistic}_ms"
+    speedup = getattr(eager, stat) / getattr(timing, stat) if getattr(timing, stat) > 0 else None
+    if min(eager.median_ms, timing.median_ms) < LAUNCH_BOUND_MS:
+        judge.notes.append(f"launch-bound (a call under {LAUNCH_BOUND_MS * 1e3:.0f} us): speedup not resolvable")
+    compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
     if speedup is not None and speedup > judge.opts.speedup_cap and not judge.opts.confirming:
         rejected = judge.confirm_speedup(speedup)
         if rejected is not None:
@@ -157,6 +308,29 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
         ref_eager=eager,
         ref_compile=compiled,
         speedup_eager=speedup,
-        speedup_compile=ratio(compiled),
+        speedup_compile=getattr(compiled, stat) / getattr(timing, stat) if compiled and speedup else None,
+        speedup_ci=bootstrap_ci(sides["ref"]["times"], cand_times, profile.statistic) if speedup else None,
+        timing_check=check,
         policy_status=per,
     )
+
+
+def _compiled_reference(judge: Judge, host_check: bool) -> Timing | None:
+    sets = _draw(judge, judge.opts.warmup_calls + judge.opts.timed_calls)
+    times, _ = judge.ref.time(sets, judge.opts.warmup_calls, host_check, judge.opts.build_timeout_s, compiled=True)
+
+    return summarise(times)
+
+
+def take_solo_reference(judge: Judge) -> None:
+    """Time the reference alone before any candidate code runs (or take the cached timing): the yardstick
+    of the baseline-sabotage check (timing_stage.py)."""
+    judge.solo_ref = cached_solo(judge)
+    if judge.solo_ref is not None:
+        return
+    start = time.perf_counter()
+    torch.zeros(1, device="cuda")
+    judge.ref.build(judge.ref_path, judge.init_seed)  # no need to hold the GPU alone for that
+    with exclusive_gpu():
+        judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
+    judge.timed("solo_reference", start)

@@ -29,9 +29,11 @@ import io
 import json
 import math
 import os
+import pickle
 import re
 import stat
 import struct
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,11 +195,33 @@ def send_obj(fd: int, obj: Any, sink: FileSink | None = None) -> None:
     _write_frame(fd, buf.getbuffer())
 
 
+_PINNED: dict[tuple[str, str], type] = {}  # classes named in the judge's pickles, resolved to these objects
+
+
+def pin_classes(*classes: type) -> None:
+    """Worker side: resolve these classes by (module, name) to the objects given, even once their modules have left
+    `sys.modules` (worker/seal.py): a fresh import would give other, equal-looking classes."""
+    for cls in classes:
+        _PINNED[(cls.__module__, cls.__qualname__)] = cls
+
+
+class _PinnedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        pinned = _PINNED.get((module, name))
+        return pinned if pinned is not None else super().find_class(module, name)
+
+
+_PINNED_PICKLE = types.SimpleNamespace(
+    __name__="pickle", Unpickler=_PinnedUnpickler, load=lambda f, **kw: _PinnedUnpickler(f, **kw).load()
+)
+
+
 def recv_obj(fd: int) -> Any:
     """Worker side: the next object from the judge."""
     import torch
 
-    return _walk(torch.load(io.BytesIO(_read_frame(fd)), weights_only=False), _from_file)
+    data = io.BytesIO(_read_frame(fd))
+    return _walk(torch.load(data, weights_only=False, pickle_module=_PINNED_PICKLE), _from_file)
 
 
 def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
@@ -321,3 +345,47 @@ def _ipc_ref(spec: list, dtype: torch.dtype, shape: tuple[int, ...], nbytes: int
     except (KeyError, TypeError, ValueError, AssertionError):
         raise ChannelError(f"malformed GPU tensor spec {spec!r}") from None
     return IpcRef(handle, offset, nbytes, dtype, shape)
+
+
+def pack_values(values: Any) -> tuple[Any, list]:
+    """(JSON structure, tensors) for nested lists/tuples/dicts of tensors and JSON scalars, to send with `send_msg`.
+
+    A tensor becomes `{"_t": index}`; a tuple `{"_tuple": [...]}`. Anything else raises TypeError: the receiver
+    rebuilds values from JSON and raw tensor bytes only (`unpack_values`), never by unpickling.
+    """
+    import torch
+
+    tensors: list = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+            return {"_t": len(tensors) - 1}
+        if isinstance(value, tuple):
+            return {"_tuple": [walk(v) for v in value]}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {"_dict": {k: walk(v) for k, v in value.items()}}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise TypeError(f"cannot send a {type(value).__name__} (tensors, numbers, strings and containers only)")
+
+    return walk(values), tensors
+
+
+def unpack_values(structure: Any, tensors: list) -> Any:
+    """The values `pack_values` packed, from its JSON structure and the received tensors."""
+    if isinstance(structure, list):
+        return [unpack_values(v, tensors) for v in structure]
+    if isinstance(structure, dict):
+        if set(structure) == {"_t"} and isinstance(structure["_t"], int) and 0 <= structure["_t"] < len(tensors):
+            return tensors[structure["_t"]]
+        if set(structure) == {"_tuple"} and isinstance(structure["_tuple"], list):
+            return tuple(unpack_values(v, tensors) for v in structure["_tuple"])
+        if set(structure) == {"_dict"} and isinstance(structure["_dict"], dict):
+            return {str(k): unpack_values(v, tensors) for k, v in structure["_dict"].items()}
+        raise ChannelError(f"malformed packed value {str(structure)[:80]}")
+    if structure is None or isinstance(structure, (bool, int, float, str)):
+        return structure
+    raise ChannelError(f"malformed packed value of type {type(structure).__name__}")

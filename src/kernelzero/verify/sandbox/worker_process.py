@@ -33,7 +33,9 @@ class WorkerDied(Exception):
 class WorkerProcess:
     """A running candidate worker: send commands, receive replies under deadlines and a memory cap."""
 
-    def __init__(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, mem_limit_bytes: int):
+    def __init__(
+        self, workdir: Path, env: dict[str, str], plan: SandboxPlan, mem_limit_bytes: int, role: str = "candidate"
+    ):
         self.xfer = _transfer_folder(plan)
         env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
         self.sink = FileSink(self.xfer / "in")
@@ -43,7 +45,13 @@ class WorkerProcess:
         self.log_path = workdir / "worker.log"
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelzero.verify.worker", str(wfd)],
+            [
+                sys.executable,
+                "-m",
+                "kernelzero.verify.worker",
+                str(wfd),
+                *(["reference"] if role == "reference" else []),
+            ],
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -231,9 +239,17 @@ class StartedWorker:
 
 
 def start_worker(
-    source: str, shared: Path, *, interpret: bool, user: str, isolate_network: bool, host_mem_gb: float
+    source: str,
+    shared: Path,
+    *,
+    interpret: bool,
+    user: str,
+    isolate_network: bool,
+    host_mem_gb: float,
+    role: str = "candidate",
 ) -> StartedWorker:
-    """Plan the sandbox, lay out the candidate's folder and start its worker process."""
+    """Plan the sandbox, lay out the folder and start a worker process: the candidate's, or with
+    `role="reference"` the task's reference (`source` is then the task module, sizes applied)."""
     plan = plan_sandbox(user, isolate_network)
     env = prepare_workdir(shared, plan)
     if interpret:
@@ -242,5 +258,5 @@ def start_worker(
     cand_path.write_text(source)
     if plan.uid is not None:
         os.chown(cand_path, plan.uid, plan.gid)
-    worker = WorkerProcess(shared, env, plan, int(host_mem_gb * 2**30))
+    worker = WorkerProcess(shared, env, plan, int(host_mem_gb * 2**30), role)
     return StartedWorker(worker, plan, cand_path, interpret)

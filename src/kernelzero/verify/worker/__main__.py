@@ -1,9 +1,38 @@
-"""`python -m kernelzero.verify.worker OUT_FD`: the candidate's process (started by the judge only)."""
+"""`python -m kernelzero.verify.worker OUT_FD [reference]`: the candidate's process (or, with `reference`, the
+task's reference process), started by the judge only."""
 
 import os
 import sys
 
-from kernelzero.verify.worker.worker import main
+from kernelzero.verify.sandbox.channel import recv_obj, use_ipc, use_out_dir
+from kernelzero.verify.worker.reference_role import ReferenceWorker
+from kernelzero.verify.worker.worker import Worker
+
+
+def main(argv: list[str]) -> int:
+    """`OUT_FD [reference]`: serve the judge's commands until `exit` (the task's reference with `reference`)."""
+    use_out_dir(os.environ.get("KZ_XFER_OUT"))
+    if argv[1:] == ["reference"]:
+        worker = ReferenceWorker(int(argv[0]))
+    else:
+        worker = Worker(int(argv[0]))
+    handlers = {
+        "import": worker.import_candidate,
+        "load": worker.load,
+        "run": worker.run,
+        "time": worker.time,
+        "gpu_compile": worker.gpu_compile,
+        "ipc_check": worker.ipc_check,
+        "warm": worker.warm,
+        **worker.extra_commands(),
+    }
+    while True:
+        req = recv_obj(0)
+        if req["cmd"] == "exit":
+            return 0
+        use_ipc(req.get("ipc_out", False))
+        handlers[req["cmd"]](req)
+
 
 if __name__ == "__main__":
     os._exit(main(sys.argv[1:]))

@@ -131,17 +131,17 @@ class Guards:
     # -- per call --------------------------------------------------------------------------------
     @contextlib.contextmanager
     def observe(self, record_ops: bool):
-        """Reset launch counts; record ops while the block runs when asked."""
+        """Reset launch counts; yields the modes to enter where the candidate's code runs (the op recorder when
+        asked: dispatch modes are per thread, and the candidate runs on a thread of its own, worker/seal.py)."""
         self.launches = {}
         self.last_ops: list[str] = []
         if not record_ops:
-            yield
+            yield ()
             return
         recorder = OpRecorder()
         self.recorder = recorder
         try:
-            with recorder:
-                yield
+            yield (recorder,)
         finally:
             self.recorder = None
             self.last_ops = recorder.compute_ops()
@@ -170,7 +170,6 @@ class Guards:
             "timing.time_calls": timing.time_calls,
             "torch.no_grad": torch.no_grad,
             "sys.modules[torch]": sys.modules.get("torch"),
-            "sys.modules[channel]": sys.modules.get("kernelzero.verify.sandbox.channel"),
         }
         return targets
 

@@ -24,9 +24,10 @@ from typing import Any
 
 import torch
 
-from kernelzero.verify.sandbox.channel import recv_obj, send_msg, use_ipc, use_out_dir
+from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
+from kernelzero.verify.worker.seal import CleanRunner, seal
 from kernelzero.verify.worker.timing import time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
@@ -67,6 +68,7 @@ class Worker:
         self.device = "cpu"
         self.hooks: list = []  # the backends' worker hooks, installed before the candidate is imported
         self.module = None  # the imported candidate
+        self.runner = CleanRunner()  # candidate code runs on this thread only (seal.py)
 
     def error_reply(self, exc: BaseException, stage: str) -> dict[str, Any]:
         return {
@@ -102,8 +104,10 @@ class Worker:
         try:
             spec = importlib.util.spec_from_file_location("candidate", req["path"])
             module = importlib.util.module_from_spec(spec)
+            pin_classes(FileTensor, IpcTensor)
+            seal()
             sys.modules["candidate"] = module
-            spec.loader.exec_module(module)
+            self.runner.run(spec.loader.exec_module, module)
         except SyntaxError as exc:
             return {
                 "ok": False,
@@ -114,13 +118,14 @@ class Worker:
             }
         except BaseException as exc:
             return self.error_reply(exc, "build")
-        cls = getattr(module, "ModelNew", None)
+        name = req.get("class_name", "ModelNew")
+        cls = getattr(module, name, None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             return {
                 "ok": False,
                 "status": "format_error",
                 "stage": "load",
-                "message": "the candidate defines no `class ModelNew(nn.Module)`",
+                "message": f"the module defines no `class {name}(nn.Module)`",
                 "log": "",
             }
         self.module = module
@@ -139,7 +144,7 @@ class Worker:
         start = time.perf_counter()
         try:
             torch.manual_seed(req["seed"])
-            model = cls(*req["init_inputs"])
+            model = self.runner.run(cls, *req["init_inputs"])
             params = self._load_weights(model, req["state_dict"])
             model = model.to(self.device)
             if req["dtype"] != "fp32":
@@ -147,6 +152,8 @@ class Worker:
             model.train(not req["eval_mode"])
         except BaseException as exc:
             return self.reply_error(exc, "init")
+        finally:  # the init seed is no secret, but nothing later in this process should follow from it
+            torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
         self.model = model
         send_msg(self.out, {"ok": True, "params": params, "build_s": build_s, "init_s": time.perf_counter() - start})
 
@@ -158,6 +165,10 @@ class Worker:
             model.load_state_dict(reference, strict=True)
             return "loaded"
         return "seeded"
+
+    def extra_commands(self) -> dict:
+        """Commands beyond the candidate's (the reference role adds its own)."""
+        return {}
 
     def ipc_check(self, req: dict[str, Any]) -> None:
         try:
@@ -182,9 +193,8 @@ class Worker:
             out = [hook.guard_input(x) if isinstance(x, torch.Tensor) else x for x in out]
         return out
 
-    def _forward(self, inputs: list[Any]) -> list[torch.Tensor] | None:
-        with torch.no_grad():
-            raw = self.model(*inputs)
+    def _forward(self, inputs: list[Any], modes: tuple = ()) -> list[torch.Tensor] | None:
+        raw = self.runner.run(self.model, *inputs, modes=(torch.no_grad(), *modes))
         outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
             kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
@@ -205,8 +215,8 @@ class Worker:
         lent = any(isinstance(x, IpcTensor) for x in req["inputs"])  # the judge reads those itself
         inputs = self._prepare(req["inputs"])
         try:
-            with self.guards.observe(record_ops=True):
-                outs = self._forward(inputs)
+            with self.guards.observe(record_ops=True) as modes:
+                outs = self._forward(inputs, modes)
                 if self.device.startswith("cuda"):
                     torch.cuda.synchronize()
         except BaseException as exc:
@@ -235,87 +245,55 @@ class Worker:
         send_msg(self.out, {"ok": True, "records": records})
 
     def time(self, req: dict[str, Any]) -> None:
-        """Timed calls over the judge's input sets, each call on inputs with contents of its own.
+        """Warm-up calls, then timed calls, each on an input set of its own (the judge drew every set fresh).
 
-        Only the last call of each set gets that set's exact values (fresh tensors); every other
-        call, warm-ups included, gets the set scaled by a factor unique to the call. No call repeats
-        an earlier call's tensors or contents, so a result cached by pointer, object or content is
-        wrong on a checked call or saves nothing.
+        `sets[:warmup]` are for the warm-up calls, then one set per timed call, then one per audit call. The
+        outputs of every timed and audit call go back: the judge checks all of them, so no call can tell whether
+        it is checked, and no call sees contents an earlier call saw (warm-ups included), so a result cached by
+        pointer, object or content saves nothing. Audit calls (`audit`: the timed positions they come before,
+        drawn by the judge) run untimed with the PyTorch op recorder, so a candidate that computes with PyTorch
+        only in timed calls cannot know which of its calls are watched.
         """
-        sets = [self._prepare(s) for s in req["input_sets"]]
-        order = req["order"]
-        checked = {k: max(p for p, s in enumerate(order) if s == k) for k in set(order)}
-        last: dict[int, list[torch.Tensor]] = {}
-        current: dict[str, Any] = {}
-        without_kernel = []
+        sets = [self._prepare(s) for s in req["sets"]]
+        warmup, audit = req["warmup"], dict(zip(req.get("audit", []), range(len(req.get("audit", []))), strict=True))
+        first_audit = len(sets) - len(audit)
+        outs: list[list[torch.Tensor]] = []
+        audited: list[list[torch.Tensor]] = [[] for _ in audit]
+        without_kernel, audit_ops = [], set()
 
-        def prepare(pos: int) -> None:
-            k = order[pos] if pos >= 0 else order[(-1 - pos) % len(order)]
-            exact = pos >= 0 and checked[k] == pos
-            factor = 1.0 + (pos + 1) / 256 if pos >= 0 else 1.0 - (-pos) / 256
-            current["k"], current["exact"] = k, exact
-            current["inputs"] = [_fresh(x, None if exact else factor) for x in sets[k]]
+        def audit_call(pos: int) -> None:
+            if pos not in audit:
+                return
+            with self.guards.observe(record_ops=True) as modes:
+                got = self._forward(sets[first_audit + audit[pos]], modes)
+            if got is None or not self.guards.launches:
+                without_kernel.append(-1 - audit[pos])
+            audit_ops.update(self.guards.last_ops)
+            audited[audit[pos]] = got or []
 
         def call(pos: int) -> None:
-            with self.guards.observe(record_ops=False):
-                outs = self._forward(current["inputs"])
-            if outs is None:
+            with self.guards.observe(record_ops=False) as modes:
+                got = self._forward(sets[pos], modes)
+            if got is None:
                 raise RuntimeError("forward returned no tensors")
-            if not self.guards.launches:
-                without_kernel.append(pos)
-            if current["exact"]:
-                last[current["k"]] = outs
+            if pos >= warmup:
+                if not self.guards.launches:
+                    without_kernel.append(pos)
+                outs.append(got)
 
         try:
+            timed = list(range(warmup, first_audit))
             times = time_calls(
-                call,
-                list(range(len(order))),
-                req["warmup"],
-                self.device,
-                req["host_check"],
-                prepare=prepare,
-                warmup_keys=[-1 - w for w in range(req["warmup"])],
+                call, timed, warmup, self.device, req["host_check"], audit_call, warmup_keys=list(range(warmup))
             )
         except BaseException as exc:
             return self.reply_error(exc, "timing")
-        outs = [t for i in range(len(sets)) for t in last[i]]
-        send_msg(
-            self.out,
-            {
-                "ok": True,
-                "times_ms": times,
-                "n_out": len(last[0]),
-                "calls_without_kernel": len(without_kernel),
-                "tampered": self.guards.tampered(),
-            },
-            outs,
-        )
-
-
-def _fresh(x: Any, factor: float | None) -> Any:
-    """A new tensor with x's values (times `factor` for floating tensors when given)."""
-    if not isinstance(x, torch.Tensor):
-        return x
-    if factor is not None and x.is_floating_point():
-        return x * factor
-    return x.clone()
-
-
-def main(argv: list[str]) -> int:
-    use_out_dir(os.environ.get("KZ_XFER_OUT"))
-    worker = Worker(int(argv[0]))
-    handlers = {
-        "import": worker.import_candidate,
-        "load": worker.load,
-        "run": worker.run,
-        "time": worker.time,
-        "gpu_compile": worker.gpu_compile,
-        "ipc_check": worker.ipc_check,
-        "warm": worker.warm,
-    }
-    while True:
-        req = recv_obj(0)
-        if req["cmd"] == "exit":
-            return 0
-        use_ipc(req.get("ipc_out", False))
-        handlers[req["cmd"]](req)
+        reply = {
+            "ok": True,
+            "times_ms": times,
+            "n_out": len(outs[0]) if outs else 0,
+            "calls_without_kernel": len(without_kernel),
+            "torch_ops": sorted(audit_ops),
+            "tampered": self.guards.tampered(),
+        }
+        send_msg(self.out, reply, [t for got in outs + audited for t in got])

@@ -23,8 +23,10 @@ What the recipe changes against torch's `load_inline`, and why each change keeps
 
 Not changed: the device compile (nvcc's flags and stages), the link.
 Protected: the cache is written only by trusted code (`prebuild`, run by the pool); the worker's private
-builds go to its own folder. A worker running as root on a machine without a user drop could still
-write the cache folder (see README, the trust model).
+builds go to its own folder, and with `build_pch=False` they only read the shared precompiled headers
+(their binding header is written in the build's own folder): build_cache.py has the ownership rules. A
+worker running as root on a machine without a user drop could still write the cache folder (see README,
+the trust model).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kernelzero.verify.backends.cuda import pch
-from kernelzero.verify.backends.cuda.build_cache import BuildCache
+from kernelzero.verify.backends.cuda.build_cache import BuildCache, make_dirs
 from kernelzero.verify.backends.cuda.capture import InlineBuild, read_bounded, run_group
 from kernelzero.verify.backends.cuda.split import host_defines_and_opt, split_sources
 
@@ -256,7 +258,7 @@ def build_extension(
         return BuildResult(key, True, str(hit), cached=True, seconds={"total": round(time.perf_counter() - start, 3)})
     with_cuda = _with_cuda(build)
     seconds: dict[str, float] = {}
-    cache.root.mkdir(parents=True, exist_ok=True)
+    make_dirs(cache.root)
     with tempfile.TemporaryDirectory(prefix="kz-build-", dir=cache.root) as tmp:
         folder = Path(tmp)
         files = inline_files(build)
@@ -279,7 +281,7 @@ def build_extension(
             if not use_pch or name is None:
                 return flags
             folder_of, ready, took = pch.precompiled(
-                pch_root or cache.root, name, cxx, flags, post, timeout_s, build_pch
+                pch_root or cache.root, name, cxx, flags, post, timeout_s, build_pch, scratch=folder
             )
             if took:
                 seconds["pch"] = round(seconds.get("pch", 0.0) + took, 3)

@@ -23,6 +23,10 @@ headers (`torch/python.h` itself and `torch/all.h` define none), so the bindings
 way. Candidate code that needs more (the frontend, `torch::nn` ...) does not compile against them, and
 the build is then compiled as written, which decides (cuda_build.py).
 
+Ownership: only trusted code (the pool's builders) creates folders and files under `root/pch/`, with modes
+every user can read; a worker's build (`may_build=False`) uses a `.gch` there only when trusted code wrote
+it, and otherwise writes the binding header into its own `scratch` folder (build_cache.py says why).
+
 `first_include_only(text, header)`: a unit compiled with a `.gch` may include that header only once (GCC
 looks for the real header beside the `.gch` and fails); every header here has `#pragma once`, so later
 includes do nothing anyway and become comments (line numbers kept).
@@ -40,6 +44,8 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+
+from kernelzero.verify.backends.cuda.build_cache import FILE_MODE, make_dirs, trusted
 
 RECIPE = "kz-pch-1"  # part of each folder's name: bump when what a header holds changes
 BINDINGS = """#pragma once
@@ -90,43 +96,88 @@ def _real_header(path: str) -> Path:
 
 
 def precompiled(
-    root: Path, header: str, cxx: str, cflags: str, post_cflags: str, timeout_s: float, may_build: bool = True
+    root: Path,
+    header: str,
+    cxx: str,
+    cflags: str,
+    post_cflags: str,
+    timeout_s: float,
+    may_build: bool = True,
+    scratch: Path | None = None,
 ) -> tuple[Path | None, bool, float]:
     """(include folder, whether its `.gch` is there, seconds spent building it now).
 
     The folder is None when the header is torch's and no `.gch` is there (nothing to add to the include
-    path). `may_build=False` only finds one; a build another process holds is not waited for.
+    path). `may_build=False` (a worker) only reads `root`: a `.gch` there is used when trusted code wrote it
+    (build_cache.trusted); otherwise kernelzero's own header is written under `scratch`, the caller's
+    private folder, and nothing is created under `root` (build_cache.py says why). A build another process
+    holds is not waited for.
     """
-    flags = [f for f in shlex.split(cflags) if not f.startswith("-DTORCH_EXTENSION_NAME=")]  # not used by headers
-    post = shlex.split(post_cflags)
-    digest = hashlib.sha256(json.dumps([cxx, flags, post, header, RECIPE]).encode()).hexdigest()[:24]
-    folder = root / "pch" / digest
+    folder, flags, post = _folder(root, header, cxx, cflags, post_cflags)
     path = HEADERS[header]
-    gch = folder / f"{path}.gch"
-    (folder / path).parent.mkdir(parents=True, exist_ok=True)
     own = header == "bindings"
-    if own and not (folder / path).exists():
-        tmp = folder / f"{path}.tmp{os.getpid()}-{threading.get_ident()}"  # builds run in threads too
-        tmp.write_text(BINDINGS)
-        os.replace(tmp, folder / path)
-    if gch.exists():
+    if _usable(folder, path, own):
         return folder, True, 0.0
-    if not may_build:
-        return (folder if own else None), False, 0.0
+    if not may_build or (folder.exists() and not trusted(folder)):
+        return _without_gch(header, scratch), False, 0.0
+    make_dirs((folder / path).parent)
+    if own and not trusted(folder / path):
+        _write_shared(folder / path, BINDINGS)
     with open(folder / ".lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return (folder if own else None), False, 0.0  # another build makes it now: do not wait for it
-        if gch.exists():
+        if _usable(folder, path, own):
             return folder, True, 0.0
+        gch = folder / f"{path}.gch"
         source = folder / path if own else _real_header(path)
         tmp = gch.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
         start = time.perf_counter()
         argv = [cxx, *flags, "-x", "c++-header", str(source), "-o", str(tmp), *post]
         done = subprocess.run(argv, capture_output=True, timeout=timeout_s)
-        if done.returncode == 0:
+        if done.returncode == 0 and tmp.exists():
+            tmp.chmod(FILE_MODE)
             os.replace(tmp, gch)
             return folder, True, time.perf_counter() - start
         tmp.unlink(missing_ok=True)
         return (folder if own else None), False, time.perf_counter() - start
+
+
+def _folder(root: Path, header: str, cxx: str, cflags: str, post_cflags: str) -> tuple[Path, list, list]:
+    """The folder of the `.gch` for these flags, and the flags a header is compiled with."""
+    flags = [f for f in shlex.split(cflags) if not f.startswith("-DTORCH_EXTENSION_NAME=")]  # not used by headers
+    post = shlex.split(post_cflags)
+    digest = hashlib.sha256(json.dumps([cxx, flags, post, header, RECIPE]).encode()).hexdigest()[:24]
+    return root / "pch" / digest, flags, post
+
+
+def folder_for(root: Path, header: str, cxx: str, cflags: str, post_cflags: str) -> Path:
+    """Where `precompiled` keeps the `.gch` of `header` for these flags (under `root/pch/`)."""
+    return _folder(root, header, cxx, cflags, post_cflags)[0]
+
+
+def _usable(folder: Path, path: str, own: bool) -> bool:
+    """A `.gch` (and for kernelzero's header, the header beside it) that trusted code wrote."""
+    parts = [folder.parent, folder, folder / f"{path}.gch"] + ([folder / path] if own else [])
+    return all(trusted(p) for p in parts)
+
+
+def _without_gch(header: str, scratch: Path | None) -> Path | None:
+    """The include folder of a build without a shared `.gch`: kernelzero's header written under `scratch`."""
+    if header != "bindings":
+        return None
+    if scratch is None:
+        raise ValueError("a build that may not write the shared pch folder needs a private `scratch` folder")
+    target = scratch / "kz-include" / HEADERS[header]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(BINDINGS)
+    return scratch / "kz-include"
+
+
+def _write_shared(target: Path, text: str) -> None:
+    """Write `text` to `target` atomically, readable by every user (trusted code only)."""
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}-{threading.get_ident()}")  # builds run in threads
+    tmp.write_text(text)
+    tmp.chmod(FILE_MODE)
+    os.replace(tmp, target)

@@ -31,7 +31,7 @@ def compile_check(judge: Judge, cand_path: Path) -> Verdict | None:
         worker.send({**judge.load_request(cand_path, "cpu", False, 1.0), "hooks": judge.worker_hooks()})
         reply, _ = worker.receive(judge.opts.build_timeout_s, "loading for the GPU compile check")
         if reply["ok"]:
-            inputs = judge.ref.inputs(judge.seed + 1)
+            inputs = judge.ref.input_sets([judge.input_seed + 1], judge.opts.build_timeout_s)[0]
             worker.send(
                 {"cmd": "gpu_compile", "inputs": inputs, "arch": judge.opts.target_arch, "hook": f"{__package__}.hook"}
             )

@@ -1,0 +1,297 @@
+"""GPU benchmarks of the Coder phase (issue 17): the miniature that learns, the 7B step timing, the pool's rate.
+
+Run from the repo root with the `train` extra installed (see bench/train.md for the wheels and exact commands):
+
+    python bench/train_gpu.py miniature --call 1      # tasks, model, warm start, pass@1, GRPO until the budget
+    python bench/train_gpu.py miniature --call 2      # GRPO (resumed from the checkpoint on the machine), pass@1
+    python bench/train_gpu.py miniature --call 3 --final-eval   # more GRPO, pass@1, `kernelzero eval` if time is left
+    python bench/train_gpu.py timing7b --steps 3      # random Qwen2.5-Coder-7B architecture, bf16 + LoRA, HF generation
+    python bench/train_gpu.py verify-rate --seconds 120   # verified samples per hour on miniature tasks
+
+Each call keeps within `--budget-s` (default 540 s, under a device call's 600 s), prints a short table and writes
+JSON under $OUT (or --out). The miniature's state (tasks, policy, checkpoints, curve.jsonl) stays in --run on the
+machine between calls; pass@1 points are 64 held-out tasks x 4 samples (strict policy, the reward's c_i).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+STARTED = time.monotonic()
+
+
+def _out(args: argparse.Namespace) -> Path:
+    out = Path(args.out or os.environ.get("OUT") or "bench_out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _left(args: argparse.Namespace) -> float:
+    return args.budget_s - (time.monotonic() - STARTED)
+
+
+def _table(rows: list[dict], keys: list[str]) -> str:
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    for r in rows:
+        lines.append(
+            "| " + " | ".join(f"{r.get(k):.3f}" if isinstance(r.get(k), float) else str(r.get(k)) for k in keys) + " |"
+        )
+    return "\n".join(lines)
+
+
+def _probe_point(cfg, run: Path, splits: dict, label: str, step: int) -> dict:
+    """pass@1 of the current policy on the held-out split (64 x 4), appended to run/curve.jsonl."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kernelzero.service.store import VerdictStore
+    from kernelzero.train.probe import probe_pass1
+    from kernelzero.train.reward import CoderReward
+
+    policy = run / "policy" if (run / "policy" / "config.json").exists() else run / "warm_start"
+    tok = AutoTokenizer.from_pretrained(policy)
+    from kernelzero.train.coder import device_of
+
+    device = device_of(cfg)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(policy, dtype=dtype).to(device)
+    tasks = splits["test"]
+    reward = CoderReward(
+        {t.name: t for t in tasks},
+        cfg.reward,
+        cfg.verifier,
+        cfg.eval.samples,
+        cfg.backend,
+        VerdictStore(run / "verdicts.sqlite"),
+    )
+    result = probe_pass1(
+        model,
+        tok,
+        tasks,
+        reward,
+        cfg.eval.samples,
+        cfg.eval.temperature,
+        cfg.eval.max_tokens,
+        cfg.eval.batch_size,
+        seed=step,
+    )
+    point = {"label": label, "step": step, **result, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    with (run / "curve.jsonl").open("a") as f:
+        f.write(json.dumps(point) + "\n")
+    del model
+    torch.cuda.empty_cache()
+    return point
+
+
+def miniature(args: argparse.Namespace) -> None:
+    from kernelzero.train import coder
+    from kernelzero.train.config import load_config
+
+    cfg = load_config(args.config, {"run_dir": args.run})
+    run = coder._start(cfg)
+    splits, solutions = coder.prepare_tasks(cfg, run)
+    start = coder.prepare_policy(cfg, run, splits, solutions)
+    if args.call == 1 and not (run / "curve.jsonl").exists():
+        print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0)), flush=True)
+    reserve = 90.0  # one pass@1 point and the saves
+    curve = (
+        [json.loads(line) for line in (run / "curve.jsonl").read_text().splitlines()]
+        if (run / "curve.jsonl").exists()
+        else []
+    )
+    if curve:
+        reserve = curve[-1]["generate_s"] + curve[-1]["verify_s"] + 45.0
+    minutes = (_left(args) - reserve - 30.0) / 60.0
+    if minutes > 1.0:
+        grpo = dataclasses.replace(cfg.grpo, max_minutes=minutes)
+        cfg = dataclasses.replace(cfg, grpo=grpo)
+        final = coder.run_grpo(cfg, run, start, splits)
+        step = int((final / "step.txt").read_text())
+        print(json.dumps(_probe_point(cfg, run, splits, f"GRPO call {args.call}", step)), flush=True)
+    if args.final_eval and _left(args) > 150:
+        coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
+    _report_miniature(args, run)
+
+
+def _report_miniature(args: argparse.Namespace, run: Path) -> None:
+    out = _out(args)
+    curve = [json.loads(line) for line in (run / "curve.jsonl").read_text().splitlines()]
+    steps = (
+        [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+        if (run / "steps.jsonl").exists()
+        else []
+    )
+    keys = [
+        "label",
+        "step",
+        "pass1",
+        "tasks_solved",
+        "reward_mean",
+        "gate_open_share",
+        "mean_tokens",
+        "generate_s",
+        "verify_s",
+    ]
+    print(_table(curve, keys))
+    skeys = [
+        "step",
+        "correct_rate",
+        "reward_mean",
+        "gate_open_share",
+        "groups_with_signal",
+        "geomean_speedup",
+        "completion_tokens",
+        "time_generate_s",
+        "time_verify_s",
+        "time_update_s",
+    ]
+    print(_table(steps, skeys))
+    warm = run / "warm_start.jsonl"
+    files = {
+        "curve.jsonl": run / "curve.jsonl",
+        "steps.jsonl": run / "steps.jsonl",
+        "warm_start.jsonl": warm,
+        "run.json": run / "run.json",
+    }
+    for name, path in files.items():
+        if path.exists():
+            (out / f"miniature_{name}").write_text(path.read_text())
+    from kernelzero.train.report import write_train_report
+
+    (out / "miniature_report.md").write_text(write_train_report(run).read_text())
+
+
+def timing7b(args: argparse.Namespace) -> None:
+    """A few GRPO steps of a randomly initialised Qwen2.5-Coder-7B-architecture model (bf16, LoRA, HF generation)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from kernelzero.train import coder
+    from kernelzero.train.config import load_config
+
+    overrides = {
+        "run_dir": args.run,
+        "device": "auto",
+        "warm_start": {"steps": 0},
+        "eval": {"enabled": False},
+        "model": {"path": str(Path(args.run) / "policy_init"), "dtype": "bfloat16"},
+        "grpo": {
+            "steps": args.steps,
+            "prompts_per_step": args.prompts,
+            "group_size": args.group,
+            "lr": 1e-5,
+            "max_completion_length": args.max_new,
+            "gradient_checkpointing": True,
+            "save_steps": 1000,
+            "lora": {"r": 64, "lora_alpha": 128, "target_modules": "all-linear"},
+        },
+    }
+    cfg = load_config(args.config, overrides)
+    run = coder._start(cfg)
+    splits, _ = coder.prepare_tasks(cfg, run)
+    init = run / "policy_init"
+    if not (init / "config.json").exists():
+        from kernelzero.train.tiny import build_tokenizer, save_policy
+
+        tok = build_tokenizer(
+            [coder.prompt_text_plain(t, cfg.backend) for t in splits["rl"]] + [t.source for t in splits["sft"]], 4096
+        )
+        # Qwen2.5-Coder-7B's architecture (its config.json); --small-arch: a CPU check of this code path
+        shape = (152064, 3584, 18944, 28, 28, 4) if not args.small_arch else (4096, 64, 128, 2, 4, 2)
+        config = Qwen2Config(
+            vocab_size=shape[0],
+            hidden_size=shape[1],
+            intermediate_size=shape[2],
+            num_hidden_layers=shape[3],
+            num_attention_heads=shape[4],
+            num_key_value_heads=shape[5],
+            max_position_embeddings=32768,
+            rope_theta=1_000_000.0,
+            tie_word_embeddings=False,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+            bos_token_id=None,
+        )
+        torch.set_default_dtype(torch.bfloat16)
+        with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+            model = Qwen2ForCausalLM(config)
+        torch.set_default_dtype(torch.float32)
+        print(f"7B architecture: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters", flush=True)
+        save_policy(model, tok, init)
+        del model
+        torch.cuda.empty_cache()
+    t0 = time.monotonic()
+    coder.run_grpo(cfg, run, init, splits, save=False)
+    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    keys = ["step", "samples", "completion_tokens", "time_generate_s", "time_verify_s", "time_update_s", "time_step_s"]
+    print(_table(steps, keys))
+    cuda = torch.cuda.is_available()
+    result = {
+        "steps": steps,
+        "wall_s": time.monotonic() - t0,
+        "peak_mem_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0,
+        "gpu": torch.cuda.get_device_name() if cuda else "cpu",
+        "args": vars(args),
+    }
+    (_out(args) / f"timing7b_{args.prompts}x{args.group}x{args.max_new}.json").write_text(
+        json.dumps(result, indent=1, default=str)
+    )
+    print(f"peak GPU memory {result['peak_mem_gb']:.1f} GiB")
+
+
+def verify_rate(args: argparse.Namespace) -> None:
+    """Verified samples per hour of the pool on miniature tasks (distinct candidates: no store, no repeats)."""
+    from kernelzero.service.pool import PoolStats, VerifyRequest, verify_many
+    from kernelzero.train.config import load_config
+    from kernelzero.train.miniature import answer_text, make_tasks
+    from kernelzero.types import Task
+    from kernelzero.verify import options_for
+
+    cfg = load_config(args.config)
+    t = cfg.tasks
+    tasks = make_tasks(400, seed=99, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+    opts = options_for("default", policy="strict", **cfg.verifier.options)
+    stats = PoolStats()
+    deadline = time.monotonic() + args.seconds
+
+    def requests():
+        for i, m in enumerate(tasks):
+            if time.monotonic() > deadline:
+                return
+            yield VerifyRequest(Task(name=m.name, source=m.source), answer_text(m) + f"\n# {i}", "triton", opts)
+
+    statuses: dict[str, int] = {}
+    for _, verdict in verify_many(requests(), per_gpu=args.per_gpu, stats=stats):
+        statuses[verdict.status] = statuses.get(verdict.status, 0) + 1
+    summary = {**stats.summary(), "statuses": statuses, "per_gpu": args.per_gpu}
+    print(_table([summary], ["samples", "wall_s", "samples_per_hour", "per_gpu", "statuses"]))
+    (_out(args) / f"verify_rate_{args.per_gpu}.json").write_text(json.dumps(summary, indent=1, default=str))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("what", choices=("miniature", "timing7b", "verify-rate"))
+    p.add_argument("--config", default="configs/tiny-gpu.yaml")
+    p.add_argument("--run", default="runs/miniature")
+    p.add_argument("--call", type=int, default=1)
+    p.add_argument("--final-eval", action="store_true")
+    p.add_argument("--budget-s", type=float, default=540.0)
+    p.add_argument("--out", default=None)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--group", type=int, default=8)
+    p.add_argument("--max-new", type=int, default=512)
+    p.add_argument("--seconds", type=float, default=120.0)
+    p.add_argument("--per-gpu", type=int, default=8)
+    p.add_argument("--small-arch", action="store_true", help="timing7b with a tiny model (CPU check of the script)")
+    args = p.parse_args()
+    {"miniature": miniature, "timing7b": timing7b, "verify-rate": verify_rate}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()

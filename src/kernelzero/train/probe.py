@@ -1,0 +1,100 @@
+"""Held-out pass@1 of a policy in memory: sample, verify through the training verifier, score.
+
+    result = probe_pass1(model, tokenizer, tasks, reward, samples=4, temperature=1.0, max_new_tokens=512)
+    result["pass1"], result["reward_mean"], result["statuses"]
+
+Used where a full `kernelzero eval` run (which reloads the model from disk and has its own pool settings) would
+be too slow: the warm start's stopping rule, and the miniature's curve between GRPO calls (bench/train_gpu.py).
+pass@1 is the unbiased estimate c/n per task, averaged over tasks; c counts verdicts correct under the strict
+policy, exactly as the CA-GRPO reward does (the verification goes through `CoderReward.verify`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from kernelzero.rewards import is_correct
+from kernelzero.train.reward import CoderReward, group_rewards
+from kernelzero.train.warm_start import prompt_text
+from kernelzero.types import Task
+
+
+def sample_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    n: int,
+    temperature: float,
+    max_new_tokens: int,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> list[tuple[str, int]]:
+    """(text, token count) of `n` samples per prompt, prompt-major; stops at the tokenizer's end token."""
+    import torch
+
+    device = next(model.parameters()).device
+    jobs = [p for p in prompts for _ in range(n)]
+    out: list[tuple[str, int]] = []
+    torch.manual_seed(seed)
+    for start in range(0, len(jobs), batch_size):
+        chunk = jobs[start : start + batch_size]
+        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        with torch.no_grad():
+            gen = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=temperature,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        for row in gen[:, enc["input_ids"].shape[1] :].tolist():
+            count = row.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in row else len(row)
+            out.append((tokenizer.decode(row[:count], skip_special_tokens=True), count))
+    return out
+
+
+def probe_pass1(
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    reward: CoderReward,
+    samples: int = 4,
+    temperature: float = 1.0,
+    max_new_tokens: int = 512,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """pass@1 (strict policy), mean CA-GRPO reward and statuses of `samples` completions per task."""
+    was_training = model.training
+    model.eval()
+    start = time.monotonic()
+    prompts = [prompt_text(tokenizer, t, reward.backend) for t in tasks]
+    gens = sample_completions(model, tokenizer, prompts, samples, temperature, max_new_tokens, batch_size, seed)
+    generated = time.monotonic()
+    names = [t.name for t in tasks for _ in range(samples)]
+    verdicts = reward.verify(names, [text for text, _ in gens])
+    correct = [int(is_correct(v, "strict")) for v in verdicts]
+    rows = [
+        (name, c, v.speedup_eager if c else None, v.policy_status.get("strict", v.status), tokens)
+        for name, c, v, (_, tokens) in zip(names, correct, verdicts, gens)
+    ]
+    rewards, gates = group_rewards(rows, samples, reward.reward)
+    if was_training:
+        model.train()
+    per_task = [sum(correct[i : i + samples]) / samples for i in range(0, len(correct), samples)]
+    return {
+        "tasks": len(tasks),
+        "samples": samples,
+        "pass1": sum(per_task) / len(per_task) if per_task else 0.0,
+        "tasks_solved": sum(1 for p in per_task if p > 0),
+        "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+        "gate_open_share": sum(gates) / len(gates) if gates else 0.0,
+        "statuses": dict(sorted(Counter(r[3] for r in rows).items())),
+        "mean_tokens": sum(t for _, t in gens) / len(gens) if gens else 0.0,
+        "generate_s": round(generated - start, 1),
+        "verify_s": round(time.monotonic() - generated, 1),
+    }

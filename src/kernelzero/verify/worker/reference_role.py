@@ -1,0 +1,131 @@
+"""The task's reference, run in a sandboxed process of its own (`python -m kernelzero.verify.worker OUT_FD reference`).
+
+A task's source is as untrusted as a candidate's: tasks come from users and from the Proposer model. So its
+import, `get_init_inputs()`, `get_inputs()` and the reference forward run here, with the candidate's limits (no
+network, an unprivileged user, its own folder), and the judge keeps the comparison, the secret and the clock.
+The judge sends the seeds: `init_seed` for the parameters (the candidate is constructed under the same seed, so
+parameters match through seeded initialisation even when their names differ) and one secret seed per input draw.
+Everything this process sends back is JSON plus raw tensor bytes (`channel.pack_values`); the judge never
+unpickles it.
+
+Commands beyond the candidate worker's: `load` (construct `Model`, send back the init inputs and the initial
+parameters), `draw` (input sets from seeds), `run` (the expected outputs; in float64 with `fp64`), and `time`
+(the same timed protocol as the candidate's, for interleaved timing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from typing import Any
+
+import torch
+
+from kernelzero.verify.sandbox.channel import pack_values, send_msg
+from kernelzero.verify.worker.worker import DTYPES, Worker
+
+
+def flatten(out: Any) -> list[torch.Tensor]:
+    """The tensors of a forward's result, in order (a tensor, or nested tuples/lists of them)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in flatten(item)]
+    raise TypeError(f"the reference returned a {type(out).__name__}, not tensors")
+
+
+class ReferenceWorker(Worker):
+    """The reference's process: the task module's `Model`, `get_inputs` and `get_init_inputs`."""
+
+    def __init__(self, out_fd: int):
+        super().__init__(out_fd)
+        self.model64: torch.nn.Module | None = None
+        self.dtype = "fp32"
+
+    def extra_commands(self) -> dict:
+        return {"draw": self.draw}
+
+    def load(self, req: dict[str, Any]) -> None:
+        """Construct Model under `seed`; reply with the init inputs and the initial parameters (on the CPU)."""
+        module = self.module
+        for name in ("get_inputs", "get_init_inputs"):
+            if not callable(getattr(module, name, None)):
+                return send_msg(self.out, self._broken(f"the task defines no callable `{name}`"))
+        try:
+            torch.manual_seed(req["seed"])
+            init_inputs = list(module.get_init_inputs())
+            torch.manual_seed(req["seed"])
+            model = module.Model(*init_inputs)
+            state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            model = model.to(self.device)
+            if req["dtype"] != "fp32":
+                model = model.to(DTYPES[req["dtype"]])
+            model.train(not req["eval_mode"])
+            self.model64 = copy.deepcopy(model).double() if req.get("fp64") else None
+            structure, tensors = pack_values({"init_inputs": init_inputs, "state_dict": state})
+        except BaseException as exc:
+            return self.reply_error(exc, "init")
+        finally:
+            torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        self.model, self.dtype = model, req["dtype"]
+        send_msg(self.out, {"ok": True, "values": structure}, tensors)
+
+    def draw(self, req: dict[str, Any]) -> None:
+        """Input sets, one per seed, cast to the precision and placed on the device.
+
+        With a secret seed on a GPU the draw happens on the GPU itself (seconds of CPU work less at bench sizes);
+        a fixed seed (the kernelbench profile) draws on the CPU, as KernelBench does, so its inputs are
+        KernelBench's.
+        """
+        sets = []
+        try:
+            for seed in req["seeds"]:
+                torch.manual_seed(seed)
+                on_gpu = self.device.startswith("cuda") and req["on_device"]
+                with torch.device(self.device) if on_gpu else contextlib.nullcontext():
+                    raw = list(self.module.get_inputs())
+                dtype = DTYPES[self.dtype]
+                cast = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in raw]
+                sets.append([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in cast])
+            structure, tensors = pack_values(sets)
+        except BaseException as exc:
+            return self.reply_error(exc, "inputs")
+        finally:
+            torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        send_msg(self.out, {"ok": True, "values": structure}, tensors)
+
+    def time(self, req: dict[str, Any]) -> None:
+        """The candidate's timed protocol on the reference (under torch.compile with `compiled`)."""
+        if not req.get("compiled"):
+            return super().time(req)
+        eager = self.model
+        try:
+            self.model = torch.compile(eager)
+        except BaseException as exc:
+            return self.reply_error(exc, "timing")
+        try:
+            super().time(req)
+        finally:
+            self.model = eager
+
+    def run(self, req: dict[str, Any]) -> None:
+        """The expected outputs for one input set (through the float64 copy when asked)."""
+        inputs = self._prepare(req["inputs"])
+        try:
+            with torch.no_grad():
+                if self.model64 is not None:
+                    up = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+                    outs = flatten(self.model64(*up))
+                    outs = [o.to(DTYPES[self.dtype]) if o.is_floating_point() else o for o in outs]
+                else:
+                    outs = [o.clone() for o in flatten(self.model(*inputs))]
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+        except BaseException as exc:
+            return self.reply_error(exc, "reference")
+        send_msg(self.out, {"ok": True, "n_out": len(outs)}, outs)
+
+    @staticmethod
+    def _broken(message: str) -> dict:
+        return {"ok": False, "status": "runtime_error", "stage": "reference", "message": message, "log": ""}

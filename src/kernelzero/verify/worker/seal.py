@@ -1,0 +1,98 @@
+"""Keep the worker's own state out of the candidate's reach, by the plain Python routes.
+
+The worker's report (launch counts, PyTorch ops, the tamper snapshot) is a first filter only: the judge decides
+correctness from the outputs and speed from its own clock. Still, a candidate should not be able to rewrite that
+report with plain Python. Before the candidate is imported, `seal()`:
+
+- **imports**: takes every `kernelzero` module out of `sys.modules`, so `import kernelzero...` in the candidate gives
+  a fresh copy from disk, and rebinding a function there (the reply function, the channel's writer) changes nothing
+  in the running worker, which holds its own module objects (the judge's pickles still resolve to the worker's own
+  classes: `channel.pin_classes`);
+- **`__main__`**: replaces it with an empty module (the entry module held the worker's `main`);
+- **`gc`**: removes `gc.get_objects`, `get_referrers` and `get_referents`, the walks from any object to all others;
+- **threads' frames**: removes `sys._current_frames` (the frames of the worker's main thread).
+
+`CleanRunner` then runs every piece of candidate code (its import, `ModelNew(...)`, each forward) on a thread of
+its own whose stack holds nothing of the worker: a function with empty globals that takes a callable from a queue
+and puts its result back. Frames walked from inside the candidate (`sys._getframe`, a traceback's `tb_frame`,
+`f_back`) end at that thread's start.
+
+Not covered: the kernel-launch wrappers the backends install keep the worker's guards in closure cells, reachable
+through `__closure__` / `cell_contents` (the static checks refuse those names and computed attribute names), and
+native code can reach anything in the process.
+"""
+
+from __future__ import annotations
+
+import gc
+import queue
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+
+def seal() -> None:
+    """Take kernelzero's modules, `__main__`, gc's object walks and other threads' frames out of reach."""
+    for name in [m for m in sys.modules if m == "kernelzero" or m.startswith("kernelzero.")]:
+        del sys.modules[name]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    for name in ("get_objects", "get_referrers", "get_referents"):
+        if hasattr(gc, name):
+            delattr(gc, name)
+    if hasattr(sys, "_current_frames"):
+        del sys._current_frames
+
+
+_LOOP_SOURCE = """
+def loop(jobs, results):
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        fn, args, modes = job
+        try:
+            for mode in modes:
+                mode.__enter__()
+            try:
+                value = fn(*args)
+            finally:
+                for mode in reversed(modes):
+                    mode.__exit__(None, None, None)
+            results.put((True, value))
+        except BaseException as exc:
+            results.put((False, exc))
+"""
+
+
+def _clean_loop() -> Callable:
+    """The runner thread's function, compiled with empty globals (its `__globals__` reaches nothing)."""
+    builtins = {"BaseException": BaseException, "True": True, "False": False, "reversed": reversed}
+    namespace: dict[str, Any] = {"__builtins__": builtins}
+    exec(compile(_LOOP_SOURCE, "<kernelzero-runner>", "exec"), namespace)
+    loop = namespace["loop"]
+    namespace.clear()
+    return loop
+
+
+class CleanRunner:
+    """Runs candidate code on a thread whose stack holds nothing of the worker.
+
+    `run(fn, *args, modes=())` returns `fn(*args)` (or raises what it raised), with the context managers `modes`
+    entered on that thread (grad mode and dispatch modes are per thread). `fn` and `args` must not reach the
+    worker either: pass the candidate's own objects, not closures over the worker.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._results: queue.SimpleQueue = queue.SimpleQueue()
+        thread = threading.Thread(target=_clean_loop(), args=(self._jobs, self._results), daemon=True)
+        thread.start()
+
+    def run(self, fn: Callable, *args: Any, modes: tuple = ()) -> Any:
+        self._jobs.put((fn, args, modes))
+        ok, value = self._results.get()
+        if not ok:
+            raise value
+        return value

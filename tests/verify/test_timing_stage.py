@@ -1,0 +1,70 @@
+"""The timing stage's arithmetic (judge/timing_stage.py): the judge's clock against the reported times, the
+speedup's confidence interval, and the baseline-sabotage check. The GPU runs are in scripts/gpu_tests.sh."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelzero.types import Timing
+from kernelzero.verify.judge.timing_stage import block_overhead, bootstrap_ci, check_clock, sabotage
+
+
+def sides(ref_over: list[float], cand_over: list[float], cand_ms: float = 1.0) -> dict:
+    return {
+        "ref": {"times": [2.0] * 40, "overheads": ref_over},
+        "cand": {"times": [cand_ms] * 40, "overheads": cand_over},
+    }
+
+
+def test_honest_times_are_confirmed():
+    extra, check = check_clock(sides([0.20, 0.21, 0.19, 0.20], [0.205, 0.21, 0.20, 0.21]))
+    assert extra == 0.0 and check.startswith("confirmed")
+
+
+def test_reported_times_below_the_judges_clock_are_corrected():
+    # A candidate that reports 0.02 ms per call while the judge's clock saw ~1 ms more per call than the reference.
+    extra, check = check_clock(sides([0.20, 0.21, 0.19, 0.20], [1.2, 1.21, 1.19, 1.2], cand_ms=0.02))
+    assert extra == pytest.approx(1.0, abs=0.01)
+    assert check.startswith("corrected")
+
+
+def test_noise_of_the_reference_widens_the_margin_not_the_candidates():
+    # The candidate's own overheads are noisy; the allowance follows the reference's noise only.
+    extra, _ = check_clock(sides([0.20, 0.20, 0.20, 0.20], [0.0, 1.0, 0.0, 1.0], cand_ms=0.1))
+    assert extra == pytest.approx(0.3, abs=1e-9)
+
+
+def test_bootstrap_interval_holds_the_point_estimate():
+    ref = [2.0 + 0.01 * (i % 7) for i in range(60)]
+    cand = [1.0 + 0.01 * (i % 5) for i in range(60)]
+    low, high = bootstrap_ci(ref, cand, "median")
+    assert low <= 2.03 / 1.02 <= high and high - low < 0.1
+    assert bootstrap_ci(ref, cand, "median") == (low, high)  # seeded: reproducible
+
+
+def timing(median: float, p10: float, p90: float) -> Timing:
+    return Timing(median_ms=median, mean_ms=median, p10_ms=p10, p90_ms=p90, calls=30)
+
+
+def test_sabotage_flags_a_slowed_reference():
+    assert sabotage(timing(1.0, 0.99, 1.01), timing(1.3, 1.2, 1.4)).startswith("the reference ran 30% slower")
+
+
+def test_sabotage_allows_noise():
+    assert sabotage(timing(1.0, 0.99, 1.01), timing(1.05, 1.0, 1.1)) == ""
+    assert sabotage(timing(1.0, 0.8, 1.2), timing(1.3, 1.2, 1.4)) == ""  # a noisy solo run: 2x its spread allowed
+    assert sabotage(None, timing(5.0, 5.0, 5.0)) == ""
+
+
+def test_block_overhead_takes_untimed_calls_out_at_the_sides_own_rate():
+    # A slow honest side (2 ms calls) and a fast one (0.5 ms), each with 2 warm-up/audit calls and 0.1 ms of
+    # harness per call: the same overhead for both.
+    slow = block_overhead(judge_ms=4 * 2.0 + 2 * 2.0 + 4 * 0.1, times=[2.0] * 4, untimed=2)
+    fast = block_overhead(judge_ms=4 * 0.5 + 2 * 0.5 + 4 * 0.1, times=[0.5] * 4, untimed=2)
+    assert slow == pytest.approx(0.1) and fast == pytest.approx(0.1)
+
+
+def test_block_overhead_charges_under_reporting_for_every_call():
+    # Takes 1 ms per call, reports 0.1 ms: each of its 6 calls (4 timed, 2 untimed) hides 0.9 ms.
+    forged = block_overhead(judge_ms=6 * 1.0 + 4 * 0.1, times=[0.1] * 4, untimed=2)
+    assert forged == pytest.approx(0.1 + 6 * 0.9 / 4)
