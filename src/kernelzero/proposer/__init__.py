@@ -8,7 +8,7 @@ outside the verifier's sandbox.
 | co-occurrence counts and API-set sampling | cooccur.py | `kernelzero proposer pool` |
 | the Proposer prompt; the template (no-model) Proposer | prompts.py + templates/; generator.py + genops.py | `kernelzero proposer propose` |
 | generation through the Coder's backends, resumable | propose.py, records.py | `kernelzero proposer propose` |
-| admission: syntax, dedup, runnable, numerical | admit.py, dedup.py, children.py, admit_child.py, suite.py | `kernelzero proposer admit` |
+| admission: syntax, dedup, runnable, numerical | admit.py, dedup.py, children.py, checks.py, suite.py | `kernelzero proposer admit` |
 | frontier: success rates, next pool, Coder tasks | frontier.py | `kernelzero proposer frontier` |
 
 The Frontier Reward itself is `kernelzero.rewards.frontier_reward`. Submodules are imported where needed, so

@@ -7,9 +7,10 @@ Three stages and deduplication, in this order; the first failure names the propo
 - **syntax** (this process, syntax tree only): code present and parseable, the task contract, only
   harmless imports, every sampled API used in `Model.forward`, at most `max_extra` APIs beyond them;
 - **dedup**: not a copy or near-duplicate (dedup.py) of a benchmark task or of an earlier proposal;
-- **runnable** and **numerical** (admit_child.py, in sandboxed children run `jobs` at a time by
-  children.py): the module runs within time and memory limits, twice alike, inside the eager-time window;
-  its outputs are finite, informative and precision-stable, and not ranks or indices.
+- **runnable** and **numerical**: the module runs only in the verifier's sandboxed reference process, which
+  returns raw values (children.py, `jobs` proposals side by side); the checks run in this process on those
+  values (checks.py): the module runs within time and memory limits, twice alike, inside the eager-time
+  window; its outputs are finite, informative and precision-stable, and not ranks or indices.
 
 | reason | stage | meaning |
 |---|---|---|
@@ -21,13 +22,13 @@ Three stages and deduplication, in this order; the first failure names the propo
 | extra_apis | syntax | `Model.forward` uses more than `max_extra` (default 2) non-glue APIs beyond the set |
 | benchmark_duplicate | dedup | an exact copy or near-duplicate of a benchmark task (KernelBench Levels 1-3 by default) |
 | duplicate | dedup | an exact copy or near-duplicate of an admitted module or an earlier proposal of this run |
-| run_failed | runnable | loading, `get_init_inputs`, `Model(...)`, `get_inputs` or the forward raised |
+| run_failed | runnable | loading, `get_init_inputs`, `Model(...)`, `get_inputs` or the forward (float32 or float64) raised |
 | bad_output | runnable | the forward returned something other than a tensor or a tuple of tensors |
 | timeout | runnable | no result within `timeout_s` |
 | oom | runnable | out of device memory, or resident memory past `mem_gb` |
-| crash | runnable | the child died without a result (a signal, `os._exit`) |
+| crash | runnable | the module's process died without a result (a signal, `os._exit`) |
 | nondeterministic | runnable | two runs on the same inputs disagree beyond the Coder's tolerance |
-| too_fast | runnable | eager forward under the window's lower end (default 50 us; GPU only unless asked) |
+| too_fast | runnable | eager forward under the window's lower end (default 50 us; GPU only unless asked; timed: children.py) |
 | too_slow | runnable | eager forward over the window's upper end (default 20 ms; GPU only unless asked) |
 | nonfinite | numerical | an output holds NaN or Inf |
 | tie_prone | numerical | an integer/bool output of a module that uses a ranking op (top-k/argmax indices, sort orders) |
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelzero.proposer.catalog import api_table, forward_apis
-from kernelzero.proposer.children import run_children, sandbox_plan
+from kernelzero.proposer.children import run_proposals, sandbox_plan
 from kernelzero.proposer.dedup import BenchmarkIndex, default_benchmark, exact_key, near_key
 from kernelzero.proposer.records import AppendLog
 from kernelzero.tasks.module import needs_download
@@ -102,10 +103,10 @@ FORBIDDEN_CALLS = frozenset({"open", "exec", "eval", "compile", "__import__", "i
 class AdmitOptions:
     """How proposals are admitted."""
 
-    device: str = "auto"  # where the children run the modules: "auto" (cuda when available), "cuda", "cpu"
-    jobs: int = 2  # children run side by side
-    timeout_s: float = 180.0  # per proposal, child start-up included
-    mem_gb: float = 16.0  # a child past this resident memory is killed (oom)
+    device: str = "auto"  # where the modules run: "auto" (cuda when available), "cuda", "cpu"
+    jobs: int = 2  # proposals checked side by side
+    timeout_s: float = 180.0  # per proposal, process start-up included
+    mem_gb: float = 16.0  # a module's process past this resident memory is killed (oom)
     seed: int = 0  # seeds the model (seed) and the 3 input draws (seed + 1 .. seed + 3)
     scale: float | None = None  # shrink size globals (tasks.sizes.scaled_sizes) before running, e.g. 0.25 on CPU
     max_extra: int = 2  # non-glue APIs allowed beyond the sampled set
@@ -128,8 +129,8 @@ class Decision:
     apis: tuple[str, ...] = ()  # the sampled API set
     exact_key: str | None = None  # dedup.exact_key, when the code parsed
     near_key: str | None = None  # dedup.near_key, when the code has a Model.forward
-    forward_ms: float | None = None  # eager forward time in the child
-    seconds: float = 0.0  # the child's wall time (0 when it never ran)
+    forward_ms: float | None = None  # eager forward time, measured by this process (children.py)
+    seconds: float = 0.0  # the proposal's wall time in the runnable and numerical stages (0 when it never ran)
     task: str = ""  # the admitted task's name in the suite
     extra: tuple[str, ...] = field(default_factory=tuple)  # APIs used beyond the set
 
@@ -232,6 +233,8 @@ def _job(code: str, apis: tuple[str, ...], options: AdmitOptions, device: str, t
         "tol": tol,
         "window_us": list(window) if window else None,
         "ranking": ranking,
+        "mem_gb": options.mem_gb,
+        "profile": options.profile,
     }
 
 
@@ -286,7 +289,7 @@ def _seen_before(suite: Any, log: AppendLog) -> _Seen:
 
 
 def _decided(pid: str, apis: tuple, keys: tuple, result: dict[str, Any], name: str, extra: tuple) -> Decision:
-    """The Decision for a proposal that ran in a child."""
+    """The Decision for a proposal that ran in a reference process."""
     return Decision(
         pid,
         bool(result["ok"]),
@@ -313,7 +316,7 @@ def admit(
     """Admit or reject every proposal not yet in the log; return a summary (counts per reason, throughput)."""
     from kernelzero.proposer.suite import SuiteWriter
 
-    sandbox_plan()  # decided before anything else runs: it forks probe children
+    sandbox_plan()  # decided before any thread starts: it forks probe children
     device = _resolve_device(options.device)
     tol = tolerance(options.profile)
     bench, notes = benchmark_index(options)
@@ -341,7 +344,7 @@ def admit(
             yield proposal["id"], _job(proposal["code"], tuple(proposal["apis"]), options, device, tol)
 
     start = time.monotonic()
-    for pid, result in run_children(jobs(), options.jobs, options.timeout_s, int(options.mem_gb * 2**30)):
+    for pid, result in run_proposals(jobs(), options.jobs, options.timeout_s):
         proposal = by_id[pid]
         code = proposal["code"]
         apis = tuple(proposal["apis"])

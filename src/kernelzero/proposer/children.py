@@ -1,172 +1,224 @@
-"""Run admission children side by side in the verifier's sandbox, from the main thread.
+"""Run proposed modules in the verifier's reference processes, several proposals side by side.
 
-    from kernelzero.proposer.children import run_children
-    for key, result in run_children(jobs, parallel=2, timeout_s=120, mem_bytes=16 << 30):
-        ...   # result: the child's JSON, or {"ok": False, "reason": "timeout" | "oom" | "crash", ...}
+    from kernelzero.proposer.children import run_proposals
+    for key, result in run_proposals(jobs, parallel=2, timeout_s=120, mem_gb=16, device="cpu"):
+        ...   # result: {"ok", "reason", "stage", "message", "forward_ms", "seconds", ...}
 
-Each job gets a fresh folder under one temporary folder (removed at the end), laid out by
-`verify.sandbox.prepare_workdir`, and one process started with `verify.sandbox.popen_sandboxed`: a new
-session, no core dumps, killed with its parent, and, where this machine allows it (the verifier runs as
-root), its own empty network namespace and the unprivileged user `nobody`. This loop is the child's
-watchdog: past the deadline or the resident-memory cap (VmRSS read from /proc, as the verifier's worker
-watchdog does) the child's whole process group is killed. `popen_sandboxed` applies its limits in a Python
-preexec function, so it is only called from this (the main) thread: the loop polls instead of waiting in
-threads.
+A proposal's code runs only in `kernelzero.verify.judge.reference.Reference`'s process: the verifier's sandbox (a
+new session, no core dumps, killed with its parent, where allowed its own empty network namespace and the user
+`nobody`), which imports the module, constructs `Model` under the seed, draws inputs and runs the forward, and
+sends back JSON and raw tensor bytes that are never unpickled. The checks themselves (checks.py) run here, in
+the trusted parent, on those values: nothing the module writes or patches in its own process (a forged result
+file, replaced functions) reaches a decision.
 
-Not protected: the result file is written by the process that ran the proposal, so a proposal that writes
-it itself could forge its own admission. The Frontier Reward's success rate comes from the verifier's
-judge, not from here; admission only filters.
+Per proposal: one float32 reference process for the runnable stage and the numerical checks; a second one
+with a float64 copy of the model (`ref_fp64`) only when those pass, for the precision check on the same inputs.
+A process past the deadline (`timeout_s` per proposal, start-up included) or its resident-memory cap
+(`mem_gb`) is killed (`timeout`, `oom`); one that dies is a `crash`.
+
+Threads and processes: `Reference.start` applies the sandbox in a Python preexec function, which is only safe
+from the main thread, so this generator starts every process itself; the blocking conversation with them and
+the checks run in a thread pool of `parallel` threads.
+
+The eager forward time is the parent's clock around one `expected` call (median of 5 after 2 warm-up calls) less
+the round trip of an empty command measured before the module was imported: it includes sending the inputs and
+receiving the outputs, so it overstates small kernels on large tensors; the window applies it on a GPU only
+unless asked. The Frontier Reward's success rate comes from the verifier's judge, not from here.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelzero.verify.sandbox import SandboxPlan, plan_sandbox, popen_sandboxed, prepare_workdir
+from kernelzero.proposer.checks import (
+    DRAWS,
+    Rejected,
+    failure_reason,
+    numerical_checks,
+    precision_check,
+    runnable_checks,
+)
+from kernelzero.tasks.quality import describe
+from kernelzero.types import Task
+from kernelzero.verify import options_for
+from kernelzero.verify.judge.reference import Reference
+from kernelzero.verify.judge.task_source import TaskBroken
+from kernelzero.verify.sandbox import SandboxPlan, plan_sandbox
 
-POLL_S = 0.02
-STDERR_TAIL = 600
+TIMED_CALLS = 5
+WARMUP_CALLS = 2
+
+
+def sandbox_plan(user: str = "nobody", isolate_network: bool = True) -> SandboxPlan:
+    """The sandbox plan the reference processes use (decided once per process; call before starting threads)."""
+    return plan_sandbox(user, isolate_network)
 
 
 @dataclass
-class _Running:
+class _Proposal:
     key: Any
-    proc: subprocess.Popen
-    workdir: Path
+    job: dict[str, Any]
+    folder: Path
     deadline: float
     started: float
+    refs: list[Reference] = field(default_factory=list)  # every process started for it, closed at the end
+    draws: list = field(default_factory=list)
+    outs: list = field(default_factory=list)
+    result: dict[str, Any] = field(default_factory=lambda: {"ok": True, "reason": "", "stage": "done", "message": ""})
+
+    def left(self) -> float:
+        return max(1.0, self.deadline - time.monotonic())
 
 
-def sandbox_plan() -> SandboxPlan:
-    """The sandbox plan admission uses (decided once per process; call before starting threads)."""
-    return plan_sandbox(user="nobody", isolate_network=True)
+def _start(p: _Proposal, fp64: bool) -> Reference:
+    """Start a reference process for `p` (main thread only); its build deadline is what is left of p's."""
+    job = p.job
+    opts = options_for(
+        job.get("profile", "default"),
+        device=job["device"],
+        ref_fp64=fp64,
+        host_mem_gb=job["mem_gb"],
+        build_timeout_s=p.left(),
+    )
+    task = Task(name=str(p.key), source=job["source"], sizes=dict(job["sizes"]))
+    folder = p.folder / ("fp64" if fp64 else "fp32")
+    ref, started = Reference.start(task, opts, "cuda" if job["device"].startswith("cuda") else "cpu", folder)
+    ref.cand_path = started.cand_path
+    p.refs.append(ref)
+    return ref
 
 
-def _rss(pid: int) -> int:
+def _build(ref: Reference, p: _Proposal) -> None:
+    ref.opts = replace(ref.opts, build_timeout_s=p.left())
+    ref.build(ref.cand_path, p.job["seed"])
+
+
+def _round_trip_ms(ref: Reference, p: _Proposal) -> float:
+    """An empty command's round trip, measured before the module is imported (nothing of it runs yet)."""
+    times = []
+    for _ in range(TIMED_CALLS):
+        start = time.perf_counter()
+        ref.input_sets([], p.left())
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def _forward_ms(ref: Reference, inputs: list, p: _Proposal, baseline_ms: float) -> float:
+    for _ in range(WARMUP_CALLS):
+        ref.expected(inputs, p.left())
+    times = []
+    for _ in range(TIMED_CALLS):
+        start = time.perf_counter()
+        ref.expected(inputs, p.left())
+        times.append((time.perf_counter() - start) * 1e3)
+    return max(0.0, sorted(times)[len(times) // 2] - baseline_ms)
+
+
+def _first_phase(p: _Proposal, ref: Reference) -> bool:
+    """The runnable stage and the numerical checks but precision; True when the float64 run comes next."""
+    seed = p.job["seed"]
+    baseline = _round_trip_ms(ref, p)
+    _build(ref, p)
+    p.draws = ref.input_sets([seed + 1 + k for k in range(DRAWS)], p.left())
+    p.result["input_shapes"] = [describe(x) for x in p.draws[0]]
+    p.outs = [ref.expected(inputs, p.left()) for inputs in p.draws]
+    p.result["output_shapes"] = [describe(o) for o in p.outs[0]]
+    again = ref.expected(p.draws[0], p.left())
+    forward_ms = _forward_ms(ref, p.draws[0], p, baseline)
+    p.result["forward_ms"] = round(forward_ms, 4)
+    runnable_checks(p.job, p.draws, p.outs, again, forward_ms)
+    numerical_checks(p.job, p.draws, p.outs)
+    return True
+
+
+def _second_phase(p: _Proposal, ref64: Reference) -> bool:
+    """The precision check: the float64 copy of the model on the same inputs."""
+    _build(ref64, p)
+    outs64 = [ref64.expected(inputs, p.left()) for inputs in p.draws]
+    precision_check(p.job, p.outs, outs64)
+    return False
+
+
+def _guarded(p: _Proposal, phase, ref: Reference) -> bool:
+    """Run a phase in a pool thread; a failure becomes p's result. True when another phase follows."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _start(key: Any, job: dict[str, Any], root: Path, index: int, plan: SandboxPlan, timeout_s: float) -> _Running:
-    workdir = root / f"job-{index}"
-    env = prepare_workdir(workdir, plan)
-    job_path, result_path = workdir / "job.json", workdir / "result.json"
-    job_path.write_text(json.dumps(job))
-    if plan.uid is not None:
-        os.chown(job_path, plan.uid, plan.gid)
-    stderr = open(workdir / "stderr.txt", "wb")
-    argv = [sys.executable, "-m", "kernelzero.proposer.admit_child", str(job_path), str(result_path)]
-    try:
-        proc = popen_sandboxed(argv, workdir, plan, env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
+        return phase(p, ref)
+    except Rejected as exc:
+        p.result.update(ok=False, reason=exc.reason, stage=exc.stage, message=str(exc))
+    except TaskBroken as exc:
+        message = str(exc)
+        p.result.update(ok=False, reason=failure_reason(message), stage="runnable", message=message[:600])
     finally:
-        stderr.close()
+        ref.close()
+    return False
+
+
+def _begin(key: Any, job: dict[str, Any], root: Path, index: int, timeout_s: float) -> _Proposal:
     now = time.monotonic()
-    return _Running(key, proc, workdir, now + timeout_s, now)
+    p = _Proposal(key, job, root / f"job-{index}", now + timeout_s, now)
+    p.folder.mkdir()
+    p.folder.chmod(0o711)
+    return p
 
 
-def _finish(run: _Running, status: int) -> dict[str, Any]:
+def _submit(pool: ThreadPoolExecutor, running: dict[Future, _Proposal], p: _Proposal, fp64: bool) -> None:
     try:
-        result = json.loads((run.workdir / "result.json").read_text())
-        if isinstance(result, dict) and "ok" in result:
-            return result
-    except (OSError, ValueError):
-        pass
-    tail = (run.workdir / "stderr.txt").read_bytes()[-STDERR_TAIL:].decode(errors="replace").strip()
-    how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"ended (exit code {status})"
-    return {
-        "ok": False,
-        "reason": "crash",
-        "stage": "runnable",
-        "message": f"the child was {how} without a result" + (f": {tail}" if tail else ""),
-    }
+        ref = _start(p, fp64)
+    except TaskBroken as exc:  # the sized source cannot be written (it loads a model, say)
+        p.result.update(ok=False, reason="run_failed", stage="runnable", message=str(exc)[:600])
+        future: Future = Future()
+        future.set_result(False)
+        running[future] = p
+        return
+    running[pool.submit(_guarded, p, _second_phase if fp64 else _first_phase, ref)] = p
 
 
-def _check(run: _Running, mem_bytes: int, timeout_s: float) -> dict[str, Any] | None:
-    """The result of a finished or killed child, or None while it runs."""
-    status = run.proc.poll()
-    if status is not None:
-        _kill(run.proc)  # whatever the child left behind in its process group goes with it
-        return _finish(run, status)
-    rss = _rss(run.proc.pid)
-    if rss > mem_bytes:
-        _kill(run.proc)
-        return {
-            "ok": False,
-            "reason": "oom",
-            "stage": "runnable",
-            "message": f"host memory {rss / 2**30:.1f} GiB over the cap of {mem_bytes / 2**30:.1f} GiB",
-        }
-    if time.monotonic() > run.deadline:
-        _kill(run.proc)
-        return {"ok": False, "reason": "timeout", "stage": "runnable", "message": f"no result within {timeout_s:g} s"}
-    return None
-
-
-def run_children(
-    jobs: Iterable[tuple[Any, dict[str, Any]]],
-    parallel: int,
-    timeout_s: float,
-    mem_bytes: int,
-    plan: SandboxPlan | None = None,
+def run_proposals(
+    jobs: Iterable[tuple[Any, dict[str, Any]]], parallel: int, timeout_s: float
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """Run every (key, job) in its own sandboxed child, `parallel` at a time; yield (key, result) as they end.
+    """Check every (key, job) in reference processes, `parallel` proposals at a time; yield (key, result) as each
+    is decided. A job: {"source", "sizes", "device", "seed", "tol", "window_us", "ranking", "mem_gb", "profile"}.
 
-    Each result gets "seconds" (the child's wall time). Children still running when the caller stops
+    Each result gets "seconds" (the proposal's wall time). Processes still running when the caller stops
     iterating are killed.
     """
-    plan = plan or sandbox_plan()
+    sandbox_plan()  # decided before any thread starts: it forks probe children
     pending = iter(jobs)
-    running: list[_Running] = []
+    running: dict[Future, _Proposal] = {}
     root = Path(tempfile.mkdtemp(prefix="kz-admit-"))
     root.chmod(0o711)  # the sandbox user must reach its own folder inside
-    index = 0
+    pool = ThreadPoolExecutor(max(1, parallel), thread_name_prefix="kz-admit")
+    index, exhausted = 0, False
     try:
-        exhausted = False
         while running or not exhausted:
             while not exhausted and len(running) < max(1, parallel):
                 item = next(pending, None)
                 if item is None:
                     exhausted = True
                     break
-                running.append(_start(item[0], item[1], root, index, plan, timeout_s))
+                _submit(pool, running, _begin(item[0], item[1], root, index, timeout_s), fp64=False)
                 index += 1
-            for run in list(running):
-                result = _check(run, mem_bytes, timeout_s)
-                if result is None:
+            if not running:
+                continue
+            done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                p = running.pop(future)
+                if future.result():
+                    _submit(pool, running, p, fp64=True)
                     continue
-                running.remove(run)
-                result["seconds"] = round(time.monotonic() - run.started, 3)
-                shutil.rmtree(run.workdir, ignore_errors=True)
-                yield run.key, result
-            time.sleep(POLL_S)
+                p.result["seconds"] = round(time.monotonic() - p.started, 3)
+                shutil.rmtree(p.folder, ignore_errors=True)
+                yield p.key, p.result
     finally:
-        for run in running:
-            _kill(run.proc)
+        for p in running.values():
+            for ref in p.refs:
+                ref.worker.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(root, ignore_errors=True)

@@ -82,6 +82,10 @@ class TaskIn(_Strict):
     atol: Tolerance | None = None
     rtol: Tolerance | None = None
     note: Annotated[str, StringConstraints(max_length=2000)] = ""
+    tie_prone: Annotated[
+        dict[Annotated[str, StringConstraints(max_length=8)], Annotated[str, StringConstraints(max_length=64)]],
+        Field(max_length=16),
+    ] = {}  # outputs judged by what they select (verify/judge/compare.py)
 
 
 class OptionsIn(_Strict):

@@ -69,11 +69,12 @@ def warm_dispatch() -> float:
 class Guards:
     """Launch counting, op recording and tamper checks for one worker."""
 
-    def __init__(self) -> None:
+    def __init__(self, warm: bool = True) -> None:
         self.launches: dict[str, int] = {}
         self.recorder: OpRecorder | None = None
         self._snapshot = self._targets()
-        warm_dispatch()  # before the candidate is imported and long before the GPU is held
+        if warm:
+            warm_dispatch()  # before the candidate is imported and long before the GPU is held
         self.launches, self.last_ops = {}, []
 
     # -- launches --------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ class Worker:
 
     def _import(self, req: dict[str, Any]) -> dict[str, Any]:
         self.device = req["device"]
-        self.guards = Guards()
+        self.guards = Guards(warm=self.warm_dispatch_first(req))
         for name in req["hooks"]:  # each backend counts its own launches (verify/backends/<name>/hook.py)
             hook = importlib.import_module(name).install(self.guards, self.device, req["interpret"])
             if hook is not None:
@@ -165,6 +165,10 @@ class Worker:
             model.load_state_dict(reference, strict=True)
             return "loaded"
         return "seeded"
+
+    def warm_dispatch_first(self, req: dict[str, Any]) -> bool:
+        """Pay the first dispatch mode's imports at import time (the candidate's calls are all watched)."""
+        return True
 
     def extra_commands(self) -> dict:
         """Commands beyond the candidate's (the reference role adds its own)."""
