@@ -89,13 +89,15 @@ def main(argv: list[str]) -> int:
             isolate_network=opts.isolate_network,
             host_mem_gb=opts.host_mem_gb,
         )
-        reference = _start_reference(request, opts, Path(ref_folder))
-        from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the workers start
-
-        deferred: list = [] if reference is None else [reference.worker]
+        deferred: list = [started.worker]  # closed on every path, the death signal's included
         try:
+            reference = _start_reference(request, opts, Path(ref_folder))
+            if reference is not None:
+                deferred.append(reference.worker)
+            from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the workers start
+
             _answer(argv[1], judge_request(request, started, deferred, reference))
-        finally:  # also when the death signal interrupts the judge: its worker and folders go too
+        finally:  # also when the death signal interrupts the judge (even while it imports torch)
             for worker in deferred:
                 worker.close()
     return 0
@@ -112,46 +114,55 @@ def standby(spec: dict) -> int:
             host_mem_gb=spec["host_mem_gb"],
         )
         worker = started.worker
-        import torch
+        try:
+            return _serve_standby(spec, started)
+        finally:  # on every path, the death signal's included: the worker and its folders go
+            worker.close()
 
-        from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the worker starts
 
-        gpu = spec["on_gpu"] and torch.cuda.is_available()
+def _serve_standby(spec: dict, started: StartedWorker) -> int:
+    """A standby judge: warm up, wait for one request, judge it (see the module docstring)."""
+    worker = started.worker
+    import torch
+
+    from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the worker starts
+
+    gpu = spec["on_gpu"] and torch.cuda.is_available()
+    if gpu:
+        torch.zeros(1, device="cuda")  # the judge's CUDA context
+    try:
+        worker.send({"cmd": "warm", "gpu": gpu})
+        reply, _ = worker.receive(300.0, "the standby worker's warm-up")
+        started.plan = replace(
+            started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"]
+        )
         if gpu:
-            torch.zeros(1, device="cuda")  # the judge's CUDA context
-        try:
-            worker.send({"cmd": "warm", "gpu": gpu})
-            reply, _ = worker.receive(300.0, "the standby worker's warm-up")
-            started.plan = replace(
-                started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"]
-            )
-            if gpu:
-                started.ipc_why = worker.check_ipc()
-        except WorkerDied:
-            pass  # seen below: the request gets a fresh worker
-        paths = [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
-        if not all(paths):
+            started.ipc_why = worker.check_ipc()
+    except WorkerDied:
+        pass  # seen below: the request gets a fresh worker
+    paths = [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
+    if not all(paths):
+        worker.close()
+        return 0
+    request = json.loads(Path(paths[0]).read_text())
+    opts = from_dict(VerifyOptions, request["options"])
+    interpret = not on_gpu(opts) and request["backend"]["without_gpu"] == "interpret"
+    if sandbox_spec(opts, on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
+        worker.close()
+        started = None  # the judge starts a worker with this request's sandbox
+    else:
+        started.cand_path.write_text(request["source"])
+        if started.plan.uid is not None:
+            os.chown(started.cand_path, started.plan.uid, started.plan.gid)
+        if not opts.cuda_ipc and started.ipc_why == "":  # checked, but this request asks for host memory
+            worker.ipc_off()
+            started.ipc_why = None
+    deferred: list = []
+    try:
+        _answer(paths[1], judge_request(request, started, deferred))
+    finally:  # after the answer (the caller does not wait for the worker's exit), or on the death signal
+        for worker in deferred:
             worker.close()
-            return 0
-        request = json.loads(Path(paths[0]).read_text())
-        opts = from_dict(VerifyOptions, request["options"])
-        interpret = not on_gpu(opts) and request["backend"]["without_gpu"] == "interpret"
-        if sandbox_spec(opts, on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
-            worker.close()
-            started = None  # the judge starts a worker with this request's sandbox
-        else:
-            started.cand_path.write_text(request["source"])
-            if started.plan.uid is not None:
-                os.chown(started.cand_path, started.plan.uid, started.plan.gid)
-            if not opts.cuda_ipc and started.ipc_why == "":  # checked, but this request asks for host memory
-                worker.ipc_off()
-                started.ipc_why = None
-        deferred: list = []
-        try:
-            _answer(paths[1], judge_request(request, started, deferred))
-        finally:  # after the answer (the caller does not wait for the worker's exit), or on the death signal
-            for worker in deferred:
-                worker.close()
     return 0
 
 
