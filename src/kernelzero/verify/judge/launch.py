@@ -97,9 +97,12 @@ def main(argv: list[str]) -> int:
             from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the workers start
 
             _answer(argv[1], judge_request(request, started, deferred, reference))
-        finally:  # also when the death signal interrupts the judge (even while it imports torch)
+        except BaseException:  # the death signal (even while torch loads): no time for goodbyes
             for worker in deferred:
-                worker.close()
+                worker.close(graceful=False)
+            raise
+        for worker in deferred:
+            worker.close()
     return 0
 
 
@@ -113,11 +116,13 @@ def standby(spec: dict) -> int:
             isolate_network=spec["isolate_network"],
             host_mem_gb=spec["host_mem_gb"],
         )
-        worker = started.worker
         try:
-            return _serve_standby(spec, started)
-        finally:  # on every path, the death signal's included: the worker and its folders go
-            worker.close()
+            served = _serve_standby(spec, started)
+        except BaseException:  # the death signal included: the worker and its folders go at once
+            started.worker.close(graceful=False)
+            raise
+        started.worker.close()
+        return served
 
 
 def _serve_standby(spec: dict, started: StartedWorker) -> int:

@@ -193,12 +193,14 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             pass
 
-    def close(self) -> None:
-        try:
-            self.send({"cmd": "exit"})
-            self.proc.wait(timeout=5)
-        except (WorkerDied, subprocess.TimeoutExpired, OSError):
-            pass
+    def close(self, graceful: bool = True) -> None:
+        """End the worker (asked to exit first when `graceful`, else killed at once) and remove its folders."""
+        if graceful:
+            try:
+                self.send({"cmd": "exit"})
+                self.proc.wait(timeout=5)
+            except (WorkerDied, subprocess.TimeoutExpired, OSError):
+                pass
         self.kill()
         shutil.rmtree(self.xfer, ignore_errors=True)
         for arena in (self.sink.arena, self.spent_arena):  # the worker is gone: nothing maps them any more
