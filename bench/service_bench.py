@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests" / "verify"))
 
 from fixtures import load_fixtures  # noqa: E402
+from lease_overlaps import overlaps  # noqa: E402
 
 
 def variant(source: str, backend: str, i: int) -> str:
@@ -212,27 +213,6 @@ def _cpu_times() -> tuple[int, int]:
             total += sum(values)
             busy += sum(values) - values[3] - values[4]  # minus idle and iowait
     return busy, total
-
-
-def overlaps(leases: dict[str, list]) -> dict[str, int]:
-    """Per GPU: how many samples were timed (exclusive lease) while another sample held any lease on it (must be 0).
-
-    `leases[gpu]`: per sample ((shared start, end), (exclusive start, end) or None), epoch seconds; 10 ms slack
-    for the clock readings either side of a lock.
-    """
-    out = {}
-    for gpu, samples in leases.items():
-
-        def clash(i: int, excl: tuple[float, float], samples=samples) -> bool:
-            return any(
-                span is not None and span[0] < excl[1] - 0.01 and excl[0] < span[1] - 0.01
-                for j, both in enumerate(samples)
-                if j != i
-                for span in both
-            )
-
-        out[gpu] = sum(1 for i, (_, excl) in enumerate(samples) if excl is not None and clash(i, excl))
-    return out
 
 
 def _gpu_of(verdict) -> str:

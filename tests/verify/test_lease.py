@@ -142,7 +142,7 @@ def test_the_bench_reports_every_timed_span_that_meets_another_sample():
 
     root = Path(__file__).resolve().parents[2]
     sys.path[:0] = [str(root / "bench"), str(root / "tests" / "verify")]
-    from service_bench import overlaps
+    from lease_overlaps import overlaps
 
     apart = [((0.0, 2.0), (1.0, 2.0)), ((0.5, 0.9), None), ((3.0, 4.0), (3.5, 4.0))]
     assert overlaps({"0": apart}) == {"0": 0}

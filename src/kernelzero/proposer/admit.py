@@ -44,7 +44,6 @@ file, so an interrupted admission resumes where it stopped.
 from __future__ import annotations
 
 import ast
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -55,7 +54,7 @@ from typing import Any
 from kernelzero.proposer.catalog import api_table, forward_apis
 from kernelzero.proposer.children import run_proposals, sandbox_plan
 from kernelzero.proposer.dedup import BenchmarkIndex, default_benchmark, exact_key, near_key
-from kernelzero.proposer.records import AppendLog
+from kernelzero.proposer.records import AppendLog, jsonl_rows
 from kernelzero.tasks.module import needs_download
 from kernelzero.tasks.sizes import SizeError, scaled_sizes
 
@@ -369,13 +368,7 @@ def admit(
 def load_proposals(path: str | Path) -> list[dict[str, Any]]:
     """Proposal records (`proposer propose` output) from a JSONL file; a clear error for malformed lines."""
     out = []
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
+    for lineno, row in jsonl_rows(path):
         if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("apis"), list):
             raise ValueError(f'{path}:{lineno}: a proposal needs "id" (str) and "apis" (list)')
         if "code" not in row:

@@ -18,7 +18,6 @@ prompt_tokens, finish_reason, seconds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from kernelzero.coder.backends.base import Generation, GenRequest, SamplingParam
 from kernelzero.proposer.cooccur import set_key
 from kernelzero.proposer.generator import completion_for
 from kernelzero.proposer.prompts import PROMPT_VERSION, TEMPLATE_VERSION, build_messages
-from kernelzero.proposer.records import AppendLog
+from kernelzero.proposer.records import AppendLog, jsonl_rows
 
 
 @dataclass(frozen=True)
@@ -52,13 +51,7 @@ class ProposeConfig:
 def load_pool(path: str | Path) -> list[dict[str, Any]]:
     """Pool entries {"key", "apis", ...} from a JSONL file; malformed lines raise ValueError."""
     entries = []
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
+    for lineno, row in jsonl_rows(path):
         apis = row.get("apis") if isinstance(row, dict) else None
         if not isinstance(apis, list) or not apis or not all(isinstance(a, str) for a in apis):
             raise ValueError(f'{path}:{lineno}: a pool entry needs "apis", a list of API names')

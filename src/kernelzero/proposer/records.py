@@ -69,3 +69,15 @@ class AppendLog:
             os.fsync(fh.fileno())
         self._keys.add(k)
         return True
+
+
+def jsonl_rows(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) for each non-blank line of a JSONL file; a line that is not JSON raises
+    ValueError naming the file and line."""
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
