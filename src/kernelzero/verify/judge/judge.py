@@ -10,7 +10,6 @@ of `verify()`, so a crash of the reference or of torch cannot take the caller do
 from __future__ import annotations
 
 import secrets
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.timing_stage import take_solo_reference, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
+from kernelzero.verify.sandbox.process import scratch_folder
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
 from kernelzero.verify.verdicts import candidate_hash, versions
 
@@ -133,10 +133,7 @@ class Judge:
         `deferred`: when given, the launcher's worker is not closed here but appended, for the launcher to
         close once the verdict is written (its folder is the launcher's; it holds no GPU lease by then).
         """
-        with (
-            tempfile.TemporaryDirectory(prefix="kz-cand-") as shared,
-            tempfile.TemporaryDirectory(prefix="kz-ref-") as ref_folder,
-        ):
+        with scratch_folder("kz-cand-") as shared, scratch_folder("kz-ref-") as ref_folder:
             if reference is None:
                 self.ref, reference = Reference.start(self.task, self.opts, self.device, Path(ref_folder))
             else:  # started by the launcher while this process imported torch

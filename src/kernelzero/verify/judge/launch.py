@@ -18,15 +18,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from kernelzero.types import Task, from_dict
 from kernelzero.verify.judge.task_source import TaskBroken, start_reference
 from kernelzero.verify.options import VerifyOptions
-from kernelzero.verify.sandbox.process import die_with_parent, gpu_visible, make_non_dumpable, outlive_parent
-from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, start_worker
+from kernelzero.verify.sandbox.process import (
+    die_with_parent,
+    gpu_visible,
+    make_non_dumpable,
+    outlive_parent,
+    scratch_folder,
+)
+from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, kill_all, start_worker
 
 
 def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
@@ -70,59 +75,53 @@ def main(argv: list[str]) -> int:
     make_non_dumpable()
     if argv[:1] != ["--parent"]:
         raise SystemExit("usage: launch --parent PID (REQUEST RESULT | --standby SPEC)")
-    die_with_parent(int(argv[1]))
+    die_with_parent(int(argv[1]), on_death=kill_all)  # every worker and its folders go before anything unwinds
     argv = argv[2:]
     if argv[0] == "--standby":
         return standby(json.loads(argv[1]))
     request = json.loads(Path(argv[0]).read_text())
     opts = from_dict(VerifyOptions, request["options"])
     gpu = on_gpu(opts)
-    with (
-        tempfile.TemporaryDirectory(prefix="kz-cand-") as shared,
-        tempfile.TemporaryDirectory(prefix="kz-ref-") as ref_folder,
-    ):
-        started = start_worker(
-            request["source"],
-            Path(shared),
-            interpret=not gpu and request["backend"]["without_gpu"] == "interpret",
-            user=opts.sandbox_user,
-            isolate_network=opts.isolate_network,
-            host_mem_gb=opts.host_mem_gb,
-        )
-        deferred: list = [started.worker]  # closed on every path, the death signal's included
+    with scratch_folder("kz-cand-") as shared, scratch_folder("kz-ref-") as ref_folder:
         try:
-            reference = _start_reference(request, opts, Path(ref_folder))
+            started = start_worker(
+                request["source"],
+                shared,
+                interpret=not gpu and request["backend"]["without_gpu"] == "interpret",
+                user=opts.sandbox_user,
+                isolate_network=opts.isolate_network,
+                host_mem_gb=opts.host_mem_gb,
+            )
+            deferred: list = [started.worker]  # closed after the answer (the caller does not wait for that)
+            reference = _start_reference(request, opts, ref_folder)
             if reference is not None:
                 deferred.append(reference.worker)
             from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the workers start
 
             _answer(argv[1], judge_request(request, started, deferred, reference))
-        except BaseException:  # the death signal (even while torch loads): no time for goodbyes
             for worker in deferred:
-                worker.close(graceful=False)
-            raise
-        for worker in deferred:
-            worker.close()
+                worker.close()
+        finally:  # an error: whatever still runs is killed before its folder goes
+            kill_all()
     return 0
 
 
 def standby(spec: dict) -> int:
-    with tempfile.TemporaryDirectory(prefix="kz-cand-") as shared:
-        started = start_worker(
-            "",
-            Path(shared),
-            interpret=not spec["on_gpu"],
-            user=spec["user"],
-            isolate_network=spec["isolate_network"],
-            host_mem_gb=spec["host_mem_gb"],
-        )
+    with scratch_folder("kz-cand-") as shared:
         try:
+            started = start_worker(
+                "",
+                shared,
+                interpret=not spec["on_gpu"],
+                user=spec["user"],
+                isolate_network=spec["isolate_network"],
+                host_mem_gb=spec["host_mem_gb"],
+            )
             served = _serve_standby(spec, started)
-        except BaseException:  # the death signal included: the worker and its folders go at once
-            started.worker.close(graceful=False)
-            raise
-        started.worker.close()
-        return served
+            started.worker.close()
+            return served
+        finally:  # an error: whatever still runs is killed before its folder goes
+            kill_all()
 
 
 def _serve_standby(spec: dict, started: StartedWorker) -> int:

@@ -25,7 +25,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,22 +84,76 @@ def make_non_dumpable() -> None:
     _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def die_with_parent(parent: int) -> None:
+_DEATH: dict = {"depth": 0, "pending": None, "on_death": None}  # the death signal's state in this process
+
+
+def die_with_parent(parent: int, on_death: Callable[[], None] | None = None) -> None:
     """The judge: end when the process that started it dies (a killed pool, server, Ray actor or eval), so no
     judge (and, through its own death signal, no worker) outlives its caller.
 
     `parent` is the caller's pid, passed on the command line: getppid() read here would already name init (or a
-    subreaper) when the caller died while this interpreter started. The signal is SIGTERM, turned into SystemExit,
-    so the judge's `with` and `finally` blocks still close its worker and remove its folders.
+    subreaper) when the caller died while this interpreter started. The signal is SIGTERM. Its handler first
+    ignores any further SIGTERM (the teardown is never cut short), runs `on_death` (the launcher kills every
+    worker this process started and removes their transfer folders: worker_process.kill_all, so no `with` block
+    that unwinds next removes a folder a live worker still writes into), then raises SystemExit, so the judge's
+    `with` and `finally` blocks remove its folders. Code that creates something and registers it for that
+    clean-up does so under `deferred_death()`, so the signal never lands between the two.
     """
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    _DEATH["on_death"] = on_death
+    signal.signal(signal.SIGTERM, _on_death_signal)
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:  # the caller died before the signal was armed
         os._exit(1)
 
 
-def _exit_on_signal(signum: int, _frame) -> None:
+def _on_death_signal(signum: int, _frame) -> None:
+    if _DEATH["depth"]:  # inside deferred_death: the block's end delivers it
+        _DEATH["pending"] = signum
+        return
+    _die(signum)
+
+
+def _die(signum: int) -> None:
+    signal.signal(signum, signal.SIG_IGN)
+    if _DEATH["on_death"] is not None:
+        try:
+            _DEATH["on_death"]()
+        except Exception:  # noqa: BLE001 - the exit below must happen whatever the clean-up met
+            pass
     raise SystemExit(128 + signum)
+
+
+@contextmanager
+def deferred_death() -> Iterator[None]:
+    """Hold the death signal back for the block: the judge ends when the block is left, not inside it. For steps
+    that create a resource and register it for clean-up (a worker, a folder): the signal cannot land between the
+    two. A flag, not a signal mask: the kernel may hand the signal to any thread, and Python runs its handler in
+    the main thread whichever received it (so only the main thread's blocks count; elsewhere this does nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _DEATH["depth"] += 1
+    try:
+        yield
+    finally:
+        _DEATH["depth"] -= 1
+        if not _DEATH["depth"] and _DEATH["pending"] is not None:
+            _die(_DEATH["pending"])
+
+
+@contextmanager
+def scratch_folder(prefix: str) -> Iterator[Path]:
+    """A temporary folder (in TMPDIR) removed when the block is left, on the death signal too: unlike
+    tempfile.TemporaryDirectory it is created under `deferred_death`, so no signal lands between its creation
+    and the clean-up's registration."""
+    path = None
+    try:
+        with deferred_death():
+            path = tempfile.mkdtemp(prefix=prefix)
+        yield Path(path)
+    finally:
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def outlive_parent() -> None:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
-from kernelzero.verify.sandbox.process import SandboxPlan, apply_limits, plan_sandbox, prepare_workdir
+from kernelzero.verify.sandbox.process import SandboxPlan, apply_limits, deferred_death, plan_sandbox, prepare_workdir
+
+_LIVE: set[WorkerProcess] = set()  # the workers this process started and has not closed (kill_all)
 
 
 class WorkerDied(Exception):
@@ -36,12 +38,26 @@ class WorkerProcess:
     def __init__(
         self, workdir: Path, env: dict[str, str], plan: SandboxPlan, mem_limit_bytes: int, role: str = "candidate"
     ):
-        self.xfer = _transfer_folder(plan)
+        self.closed = False
+        with deferred_death():  # the death signal never finds a worker or folder that kill_all does not know
+            self.xfer = _transfer_folder(plan)
+            try:
+                self._start(workdir, env, plan, role)
+            except BaseException:
+                shutil.rmtree(self.xfer, ignore_errors=True)
+                raise
+            _LIVE.add(self)
+        self.mem_limit = mem_limit_bytes
+        self.replies: queue.Queue = queue.Queue()
+        self.peak_rss = 0
+        threading.Thread(target=self._reader, args=(self.rfd,), daemon=True).start()
+
+    def _start(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, role: str) -> None:
         env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
         self.sink = FileSink(self.xfer / "in")
         self.ipc = False  # GPU tensors both ways through CUDA IPC (after `check_ipc`)
         self.spent_arena = None  # an arena from a failed IPC check, freed with the worker
-        rfd, wfd = os.pipe()
+        self.rfd, wfd = os.pipe()
         self.log_path = workdir / "worker.log"
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
@@ -63,10 +79,6 @@ class WorkerProcess:
         )
         log.close()
         os.close(wfd)
-        self.mem_limit = mem_limit_bytes
-        self.replies: queue.Queue = queue.Queue()
-        self.peak_rss = 0
-        threading.Thread(target=self._reader, args=(rfd,), daemon=True).start()
 
     def _reader(self, fd: int) -> None:
         try:
@@ -194,7 +206,10 @@ class WorkerProcess:
             pass
 
     def close(self, graceful: bool = True) -> None:
-        """End the worker (asked to exit first when `graceful`, else killed at once) and remove its folders."""
+        """End the worker (asked to exit first when `graceful`, else killed at once) and remove its folders.
+        Safe to repeat, also when a first call was cut short (kill_all on the death signal runs it again)."""
+        if self.closed:
+            return
         if graceful:
             try:
                 self.send({"cmd": "exit"})
@@ -203,10 +218,20 @@ class WorkerProcess:
                 pass
         self.kill()
         shutil.rmtree(self.xfer, ignore_errors=True)
-        for arena in (self.sink.arena, self.spent_arena):  # the worker is gone: nothing maps them any more
+        arenas = (self.sink.arena, self.spent_arena)  # the worker is gone: nothing maps them any more
+        self.sink.arena = self.spent_arena = None
+        for arena in arenas:
             if arena is not None:
                 arena.free()
-        self.sink.arena = self.spent_arena = None
+        self.closed = True
+        _LIVE.discard(self)
+
+
+def kill_all() -> None:
+    """Kill every worker this process started and has not closed, and remove their transfer folders: the judge's
+    death-signal handler (sandbox/process.die_with_parent) runs this before anything unwinds."""
+    for worker in list(_LIVE):
+        worker.close(graceful=False)
 
 
 def _transfer_folder(plan: SandboxPlan) -> Path:
