@@ -22,7 +22,8 @@ LAYERS = [
     ("kernelzero.verify", "kernelzero.coder", "kernelzero.metrics", "kernelzero.rewards"),
     ("kernelzero.proposer", "kernelzero.service"),
     ("kernelzero.report",),  # reads run folders; evaluation prints its tables at the end of a run
-    ("kernelzero.evaluation", "kernelzero.env"),
+    ("kernelzero.env",),  # the multi-turn environment: evaluation and optimize step through it
+    ("kernelzero.evaluation", "kernelzero.optimize"),
     ("kernelzero.train",),
     ("kernelzero.cli",),
     ("kernelzero.__main__",),

@@ -199,9 +199,9 @@ def verdict_from_dict(data: dict) -> Verdict:
     for key in ("timing", "ref_eager", "ref_compile"):
         if data.get(key):
             data[key] = Timing(**data[key])
-    data["notes"] = tuple(data.get("notes", ()))
-    if data.get("speedup_ci") is not None:
-        data["speedup_ci"] = tuple(data["speedup_ci"])
+    for key in ("notes", "torch_ops", "task_degenerate", "speedup_ci"):  # tuples, which JSON made lists
+        if data.get(key) is not None:
+            data[key] = tuple(data[key])
     return Verdict(**data)
 
 

@@ -12,19 +12,19 @@ from kernelzero.train.miniature import make_tasks, read_solutions, write_split
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", ["tiny-cpu", "tiny-gpu", "paper-7b"])
+@pytest.mark.parametrize("name", ["tiny-cpu", "tiny-gpu", "qwen2.5-coder-7b"])
 def test_shipped_configs_load(name):
     cfg = load_config(ROOT / "configs" / f"{name}.yaml")
     assert cfg.reward.alpha == 0.5 and cfg.reward.beta == 0.1
 
 
 def test_paper_config_is_lora_7b_with_vllm_checked():
-    cfg = load_config(ROOT / "configs" / "paper-7b.yaml")
+    cfg = load_config(ROOT / "configs" / "qwen2.5-coder-7b.yaml")
     assert cfg.model.path == "Qwen/Qwen2.5-Coder-7B" and cfg.grpo.lora["r"] == 64 and cfg.grpo.steps == 20
     with pytest.raises(ValueError, match="vllm_gpu_memory_utilization"):
-        load_config(ROOT / "configs" / "paper-7b.yaml", {"grpo": {"vllm_gpu_memory_utilization": 1.5}})
+        load_config(ROOT / "configs" / "qwen2.5-coder-7b.yaml", {"grpo": {"vllm_gpu_memory_utilization": 1.5}})
     with pytest.raises(ValueError, match="vllm server mode needs url"):
-        load_config(ROOT / "configs" / "paper-7b.yaml", {"grpo": {"use_vllm": True, "vllm_mode": "server"}})
+        load_config(ROOT / "configs" / "qwen2.5-coder-7b.yaml", {"grpo": {"use_vllm": True, "vllm_mode": "server"}})
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from kernelzero.cli import eval as eval_cmd
+from kernelzero.cli import optimize as optimize_cmd
 from kernelzero.cli import proposer as proposer_cmd
 from kernelzero.cli import report as report_cmd
 from kernelzero.cli import serve as serve_cmd
@@ -21,6 +22,7 @@ COMMANDS = {
     "tasks": tasks_cmd,
     "verify": verify_cmd,
     "eval": eval_cmd,
+    "optimize": optimize_cmd,
     "report": report_cmd,
     "serve": serve_cmd,
     "train": train_cmd,

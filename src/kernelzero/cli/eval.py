@@ -3,6 +3,7 @@
     kernelzero eval kz-basic --model replay:src/kernelzero/data/kz_basic_replay.jsonl --backend triton --preset smoke
     kernelzero eval path/to/kernelbench.jsonl --level 1 2 --model openai:qwen2.5-coder-7b -n 5 --out runs/qwen
     kernelzero eval kz-basic --config eval.yaml
+    kernelzero eval kz-basic --turns 4 -n 4 --model openai:qwen2.5-coder-7b   # episodes of up to 4 turns
 
 Writes a run folder (samples.jsonl, verdicts.jsonl, metrics.json, report.md, plots); re-running the
 same command resumes it. `--config FILE.yaml` reads the options (the names of EvalConfig's fields);
@@ -25,6 +26,7 @@ from kernelzero.types import PROFILES
 from kernelzero.verify.backends import BACKENDS
 
 DEFAULT_REPLAY = Path(__file__).resolve().parents[1] / "data" / "kz_basic_replay.jsonl"
+DEFAULT_REPLAYS = {"helion": DEFAULT_REPLAY.with_name("kz_basic_helion_replay.jsonl")}  # else DEFAULT_REPLAY
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -35,6 +37,11 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     )
     p.add_argument("--backend", choices=tuple(BACKENDS))
     p.add_argument("-n", "--samples", type=int, help="samples per task (default 1)")
+    p.add_argument(
+        "--turns",
+        type=int,
+        help="turns per sample (default 1, the one-shot protocol); T > 1: episodes with the verifier's feedback",
+    )
     p.add_argument("--out", help="run folder (default runs/<suite>-<model>-<backend>)")
     p.add_argument("--temperature", type=float)
     p.add_argument("--top-p", type=float)
@@ -74,6 +81,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
         "model": args.model,
         "backend": args.backend,
         "samples": args.samples,
+        "turns": args.turns,
         "out": args.out,
         "temperature": args.temperature,
         "top_p": args.top_p,
@@ -98,14 +106,15 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
     if args.no_store:
         values["store"] = None
     values["suite"] = args.suite
-    values.setdefault("model", f"replay:{DEFAULT_REPLAY}")
     values.setdefault("backend", "triton")
+    values.setdefault("model", f"replay:{DEFAULT_REPLAYS.get(values['backend'], DEFAULT_REPLAY)}")
     for key in ("levels", "tasks"):
         if key in values:
             values[key] = tuple(values[key])
     if "out" not in values:
         model = values["model"].split(":", 1)[-1].replace("/", "_").removesuffix(".jsonl")
-        values["out"] = str(Path("runs") / f"{Path(args.suite).stem}-{Path(model).name}-{values['backend']}")
+        turns = f"-t{values['turns']}" if values.get("turns", 1) > 1 else ""  # a multi-turn run: a folder of its own
+        values["out"] = str(Path("runs") / f"{Path(args.suite).stem}-{Path(model).name}-{values['backend']}{turns}")
     return EvalConfig(**values)
 
 

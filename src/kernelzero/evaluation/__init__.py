@@ -1,1 +1,2 @@
-"""Evaluation runs: generate with a Coder, verify, score (`kernelzero eval`). See run.py."""
+"""Evaluation runs: generate with a Coder, verify, score (`kernelzero eval`). See run.py; multiturn.py runs
+`--turns T` (episodes in the kernel environment), config.py holds what both share."""

@@ -14,6 +14,9 @@ The run folder:
 Both JSONL files are append-only and resumable (evaluation/jsonl.py): an interrupted run, even one
 killed mid-line, continues where it stopped, and nothing is generated or verified twice.
 
+`--turns T` (T > 1) makes each sample an episode of up to T turns with the verifier's feedback in between
+(evaluation/multiturn.py: its run folder, policy and metrics); T = 1, the default, is the one-shot protocol above.
+
 Headline numbers use the `kernelbench` anti-cheat policy (PyTorch ops allowed beside the
 candidate's own kernels, as in published KernelBench results); every verdict also records its
 status under the `strict` policy, which rewards use.
@@ -24,56 +27,23 @@ from __future__ import annotations
 import datetime
 import json
 import platform
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kernelzero.coder.backends import load_backend
 from kernelzero.coder.backends.base import Generation, GenRequest, SamplingParams
 from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
+from kernelzero.env.runlog import sample_record
+from kernelzero.evaluation.config import EvalConfig, differing, progress, run_config, verdict_store, verify_options
 from kernelzero.evaluation.jsonl import JsonlLog
-from kernelzero.extract import extract_code
+from kernelzero.evaluation.multiturn import run_turns, turn_metrics
 from kernelzero.service.pool import VerifyRequest, verify_many
-from kernelzero.service.store import VerdictStore
-from kernelzero.tasks import load_suite, resize, select, task_hash
-from kernelzero.types import Sample, Task, to_dict
-from kernelzero.verify import options_for
+from kernelzero.tasks import load_suite, resize, select
+from kernelzero.types import Task, to_dict
 
-MATCHING = ("suite", "model", "backend", "levels", "tasks", "preset", "scale", "sizes", "profile")
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """One evaluation run."""
-
-    suite: str  # kz-basic, a KernelBench folder, a .py, .jsonl or .parquet file
-    model: str  # model spec: openai:MODEL, hf:PATH, vllm:PATH, replay:FILE.jsonl
-    backend: str  # the kernel language asked for: "triton" or "cuda"
-    out: str  # the run folder
-    samples: int = 1  # samples per task (n of pass@k)
-    levels: tuple[int, ...] = ()  # only these levels (empty: all)
-    tasks: tuple[str, ...] = ()  # only tasks matching these globs or ids (empty: all)
-    preset: str | None = None  # named size set, e.g. "smoke"
-    scale: float | None = None  # multiply size globals >= 16 by this
-    sizes: dict[str, int] = field(default_factory=dict)  # explicit size overrides
-    temperature: float = 1.0  # sampling temperature
-    top_p: float = 1.0  # nucleus mass
-    max_tokens: int = 8192  # completion tokens per sample
-    seed: int | None = None  # base sampling seed
-    concurrency: int = 8  # requests in flight (openai backend)
-    profile: str = "default"  # verifier profile
-    device: str = "auto"  # verification device: auto, cuda, cpu
-    jobs: int = 2  # verifications run side by side (without a GPU; see service/pool.py)
-    pool: str = "local"  # "local" (this machine: build stage + one lane per GPU) or "ray" (a Ray cluster)
-    ray_address: str | None = (
-        None  # with pool "ray": the cluster (None: RAY_ADDRESS, a local `ray start`, or a new instance)
-    )
-    baselines: str | None = None  # folder caching reference timings per GPU
-    store: str | None = "default"  # verdict store file shared across runs; "default": the user cache; None: off
-    compile_baseline: bool = False  # also time torch.compile (slow)
+__all__ = ["EvalConfig", "generate_missing", "run_eval", "verify_missing"]
 
 
 def _load_tasks(cfg: EvalConfig) -> list[Task]:
@@ -86,10 +56,9 @@ def _load_tasks(cfg: EvalConfig) -> list[Task]:
 
 def _check_run_json(cfg: EvalConfig, out: Path) -> None:
     path = out / "run.json"
-    mine = asdict(cfg)
+    mine = run_config(cfg)
     if path.exists():
-        old = json.loads(path.read_text())["config"]
-        diff = [k for k in MATCHING if json.dumps(old.get(k)) != json.dumps(mine.get(k))]
+        diff = differing(json.loads(path.read_text())["config"], mine)
         if diff:
             raise ValueError(f"{out} holds a run with other settings ({', '.join(diff)}); use another --out")
     import torch
@@ -101,17 +70,6 @@ def _check_run_json(cfg: EvalConfig, out: Path) -> None:
         "prompt_version": PROMPT_VERSIONS[cfg.backend],
     }
     path.write_text(json.dumps(meta, indent=1))
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
 
 
 def generate_missing(cfg: EvalConfig, tasks: list[Task], log: JsonlLog, console: Console) -> list[str]:
@@ -131,7 +89,7 @@ def generate_missing(cfg: EvalConfig, tasks: list[Task], log: JsonlLog, console:
     backend = load_backend(cfg.model, **options)
     total = sum(len(r.sample_idxs) for r in requests)
     failed: list[str] = []
-    with _progress(console) as bar:
+    with progress(console) as bar:
         job = bar.add_task("generate", total=total)
 
         def on_done(request: GenRequest, gens: list[Generation]) -> None:
@@ -140,26 +98,7 @@ def generate_missing(cfg: EvalConfig, tasks: list[Task], log: JsonlLog, console:
                 if not g.ok:  # not stored: a resumed run asks again
                     failed.append(f"{task.name} sample {g.sample_idx}: {g.error}")
                     continue
-                log.append(
-                    to_dict(
-                        Sample(
-                            task=task.name,
-                            task_hash=task_hash(task),
-                            sample_idx=g.sample_idx,
-                            level=task.level,
-                            backend=cfg.backend,
-                            model=cfg.model,
-                            prompt_version=PROMPT_VERSIONS[cfg.backend],
-                            completion=g.text,
-                            code=extract_code(g.text),
-                            output_tokens=g.output_tokens,
-                            prompt_tokens=g.prompt_tokens,
-                            finish_reason=g.finish_reason,
-                            seconds=g.seconds,
-                            seed=g.seed,
-                        )
-                    )
-                )
+                log.append(sample_record(task, g, cfg.backend, cfg.model, PROMPT_VERSIONS[cfg.backend]))
             bar.advance(job, len(gens))
 
         backend.generate(requests, params, on_done=on_done)
@@ -174,18 +113,12 @@ def verify_missing(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdic
     todo = [s for s in samples.records() if s["task"] in by_name and (s["task"], s["sample_idx"]) not in verdicts]
     if not todo:
         return
-    opts = options_for(
-        cfg.profile,
-        policy="kernelbench",
-        device=cfg.device,
-        baselines_dir=cfg.baselines,
-        compile_baseline=cfg.compile_baseline,
-    )
-    store = None if cfg.store is None else VerdictStore(None if cfg.store == "default" else cfg.store)
+    opts = verify_options(cfg, "kernelbench")
+    store = verdict_store(cfg)
     requests = (
         VerifyRequest(by_name[s["task"]], s["completion"], cfg.backend, opts, tag=s["sample_idx"]) for s in todo
     )
-    with _progress(console) as bar:
+    with progress(console) as bar:
         job = bar.add_task("verify", total=len(todo))
         for req, verdict in verify_many(requests, cfg.jobs, store, pool=cfg.pool, ray_address=cfg.ray_address):
             verdicts.append(
@@ -221,16 +154,42 @@ def run_eval(cfg: EvalConfig, console: Console | None = None) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     _check_run_json(cfg, out)
+    if cfg.turns > 1:
+        return _run_multiturn(cfg, tasks, out, console)
     key = lambda r: (r["task"], r["sample_idx"])  # noqa: E731
     samples, verdicts = JsonlLog(out / "samples.jsonl", key), JsonlLog(out / "verdicts.jsonl", key)
     console.print(f"{len(tasks)} tasks x {cfg.samples} samples, model {cfg.model}, backend {cfg.backend} -> {out}")
     for warning in generate_missing(cfg, tasks, samples, console):
         console.print(f"[yellow]warning:[/] {warning}")
     verify_missing(cfg, tasks, samples, verdicts, console)
+    sample_rows, verdict_rows = _rows(cfg, tasks, samples, verdicts)
+    result = metrics.summarise(sample_rows, verdict_rows)
+    (out / "metrics.json").write_text(json.dumps(result, indent=1))
+    report.write_report(out)
+    return result
+
+
+def _rows(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdicts: JsonlLog) -> tuple[list, list]:
+    """The records of the selected tasks and samples (a run folder may hold more)."""
     names = {t.name for t in tasks}
     sample_rows = [s for s in samples.records() if s["task"] in names and s["sample_idx"] < cfg.samples]
     verdict_rows = [v for v in verdicts.records() if v["task"] in names and v["sample_idx"] < cfg.samples]
-    result = metrics.summarise(sample_rows, verdict_rows)
+    return sample_rows, verdict_rows
+
+
+def _run_multiturn(cfg: EvalConfig, tasks: list[Task], out: Path, console: Console) -> dict[str, Any]:
+    """`--turns T` with T > 1: episodes in the kernel environment (evaluation/multiturn.py)."""
+    from kernelzero import report
+
+    console.print(
+        f"{len(tasks)} tasks x {cfg.samples} episodes of up to {cfg.turns} turns, model {cfg.model}, "
+        f"backend {cfg.backend} -> {out}"
+    )
+    for warning in run_turns(cfg, tasks, out, console):
+        console.print(f"[yellow]warning:[/] {warning}")
+    key = lambda r: (r["task"], r["sample_idx"], r["turn"])  # noqa: E731
+    samples, verdicts = JsonlLog(out / "samples.jsonl", key), JsonlLog(out / "verdicts.jsonl", key)
+    result = turn_metrics(*_rows(cfg, tasks, samples, verdicts), cfg.turns)
     (out / "metrics.json").write_text(json.dumps(result, indent=1))
     report.write_report(out)
     return result

@@ -20,9 +20,10 @@ from typing import Any
 from kernelzero.metrics import DEFAULT_KS, DEFAULT_PS, SPEED_BASELINES, correct_speedups, summarise
 from kernelzero.report.html import render_page
 from kernelzero.report.markdown import comparison_markdown, run_markdown
-from kernelzero.report.plots import matplotlib_available, write_plots
+from kernelzero.report.plots import matplotlib_available, write_plots, write_turn_plot
 from kernelzero.report.tables import LEGEND, comparison_tables, flat_config
 from kernelzero.report.terminal import print_summary
+from kernelzero.report.turns import after_turns, has_turns, per_turn, turn_table
 from kernelzero.types import Sample, from_dict, verdict_from_dict
 
 __all__ = ["compare_runs", "load_run", "print_summary", "run_names", "write_report"]
@@ -51,10 +52,19 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[Sample], list[di
     if not verdicts.is_file():
         raise FileNotFoundError(f"{run_dir} is not a run folder: no verdicts.jsonl")
     config = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    samples_path = run_dir / "samples.jsonl"
-    samples = [from_dict(Sample, d) for d in _jsonl(samples_path)] if samples_path.is_file() else []
-    records = [{**r, "verdict": verdict_from_dict(r["verdict"])} for r in _jsonl(verdicts)]
+    sample_dicts, raw = _turn_records(run_dir)
+    if has_turns(raw):  # a multi-turn run: each episode as its best turn (report/turns.py)
+        samples, raw = after_turns(sample_dicts, raw)
+    else:
+        samples = [from_dict(Sample, d) for d in sample_dicts]
+    records = [{**r, "verdict": verdict_from_dict(r["verdict"])} for r in raw]
     return config, samples, records
+
+
+def _turn_records(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sample and verdict lines of a run folder as dicts (samples.jsonl may be absent)."""
+    samples_path = run_dir / "samples.jsonl"
+    return (_jsonl(samples_path) if samples_path.is_file() else []), _jsonl(run_dir / "verdicts.jsonl")
 
 
 def _summary(samples: list[Sample], records: list[dict[str, Any]], policy: str | None, speed: str) -> dict[str, Any]:
@@ -68,10 +78,16 @@ def write_report(run_dir: str | Path, policy: str | None = None, speed: str = "e
     summary = _summary(samples, records, policy, speed)
     speedups = {b: correct_speedups(samples, records, b, policy) for b in SPEED_BASELINES}
     plots = write_plots(summary, speedups, run_dir)
+    sample_dicts, raw = _turn_records(run_dir)
+    extra = []
+    if has_turns(raw):  # a multi-turn run: the per-turn table and plot
+        rows = per_turn(sample_dicts, raw, policy)
+        extra = [turn_table(rows)]
+        plots += write_turn_plot(rows, run_dir)
     note = "" if matplotlib_available() else "Plots skipped: matplotlib is not installed (`pip install matplotlib`)."
     title = f"kernelzero eval: {flat_config(config).get('model') or run_dir.name}"
     path = run_dir / "report.md"
-    path.write_text(run_markdown(title, config, summary, [p.name for p in plots], note))
+    path.write_text(run_markdown(title, config, summary, [p.name for p in plots], note, extra))
     return path
 
 

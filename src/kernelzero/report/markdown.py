@@ -26,11 +26,18 @@ def render_tables(tables: Sequence[Table], level: int = 3) -> str:
 
 
 def run_markdown(
-    title: str, config: dict[str, Any], summary: dict[str, Any], plots: Sequence[str], plots_note: str = ""
+    title: str,
+    config: dict[str, Any],
+    summary: dict[str, Any],
+    plots: Sequence[str],
+    plots_note: str = "",
+    extra: Sequence[Table] = (),
 ) -> str:
-    """The text of a run's report.md: facts, the tables, and the plots (file names next to it)."""
+    """The text of a run's report.md: facts, the tables (then `extra` ones), and the plots (file names next to it)."""
     parts = [f"# {title}", "", *(f"- {fact}" for fact in run_facts(config, summary)), ""]
     parts += [render_tables(run_tables(summary)), LEGEND, ""]
+    if extra:
+        parts += [render_tables(extra), ""]
     if plots or plots_note:
         parts += ["### Plots", ""]
     parts += [f"![{name}]({name})\n" for name in plots]

@@ -16,6 +16,7 @@ from kernelzero.metrics import p_key
 from kernelzero.report.tables import group_label, groups
 
 SPEEDUPS_PNG, AT_K_PNG, STATUSES_PNG = "speedups.png", "pass_fast_at_k.png", "statuses.png"
+TURNS_PNG = "turns.png"  # multi-turn runs: pass@1 and fast_1 after t turns
 
 
 def matplotlib_available() -> bool:
@@ -131,3 +132,24 @@ def _status_bars(summary: dict[str, Any], path: Path) -> Path | None:
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.savefig(path, bbox_inches="tight")
     return path
+
+
+def write_turn_plot(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """pass@1 and fast_1 after t turns against t (rows of `report.turns.per_turn`); [] without matplotlib."""
+    if not matplotlib_available() or not rows:
+        return []
+    from matplotlib.ticker import MaxNLocator
+
+    turns = [r["turn"] for r in rows]
+    fig = _figure(6, 4)
+    ax = fig.add_subplot()
+    for key, label in (("pass@1", "pass@1"), ("fast_1", "fast_1")):
+        points = [(t, 100 * r[key]) for t, r in zip(turns, rows) if r[key] is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", label=f"{label} after t turns")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="turns", ylabel="%", ylim=(0, 105), title="Solved after t turns")
+    ax.legend(fontsize="small", loc="lower right")
+    path = Path(out_dir) / TURNS_PNG
+    fig.savefig(path, bbox_inches="tight")
+    return [path]

@@ -188,7 +188,8 @@ def flat_config(run_json: dict[str, Any]) -> dict[str, Any]:
 def run_facts(run_json: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     """Short "name: value" lines about a run, from run.json and the summary."""
     config = flat_config(run_json)
-    keys = ("model", "backend", "suite", "samples", "n", "preset", "profile", "prompt_version", "device", "date")
+    keys = ("model", "backend", "suite", "samples", "n", "turns", "preset", "profile", "prompt_version", "device")
+    keys += ("date",)
     facts = [f"{k}: {config[k]}" for k in keys if config.get(k) not in (None, "", [], {})]
     if isinstance(config.get("versions"), dict) and config["versions"]:
         facts.append("versions: " + ", ".join(f"{k} {v}" for k, v in config["versions"].items()))

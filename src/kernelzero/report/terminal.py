@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from kernelzero.report.tables import NA, NOT_ESTIMATED, Table, run_facts, status_table, summary_table
+from kernelzero.report.turns import turn_table
 
 
 def to_rich(table: Table) -> RichTable:
@@ -36,9 +37,12 @@ def transpose(table: Table) -> Table:
 
 
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
-    """Print the metrics table and the status breakdown of `metrics.summarise` output (rates in %)."""
+    """Print the metrics table and the status breakdown of `metrics.summarise` output (rates in %), and the
+    per-turn table when the summary has one (a multi-turn run's metrics.json: "per_turn")."""
     console = console or Console()
     for fact in run_facts({}, summary):
         console.print(fact, highlight=False)
     for table in (drop_empty_columns(summary_table(summary)), transpose(status_table(summary))):
         console.print(to_rich(table))
+    if summary.get("per_turn"):  # a multi-turn run (kernelzero eval --turns T)
+        console.print(to_rich(drop_empty_columns(turn_table(summary["per_turn"]))))

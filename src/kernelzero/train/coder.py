@@ -94,7 +94,7 @@ def prepare_tasks(cfg: CoderTrainConfig, run: Path) -> tuple[dict[str, list[Task
         solutions.update(read_solutions(path))
     for split, spec in (("rl", t.suite), ("test", t.test_suite)):
         if spec:  # a real suite replaces the generated split (it has no solutions: GRPO and eval need none)
-            splits[split] = [resize(task, preset=t.preset) for task in load_suite(spec).tasks]
+            splits[split] = [resize(task, preset=t.preset, scale=t.scale) for task in load_suite(spec).tasks]
     return splits, solutions
 
 
@@ -245,6 +245,10 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
 
     world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun / accelerate launch
     tasks = splits[cfg.grpo.train_split]
+    if not tasks:
+        raise ValueError(f"no {cfg.grpo.train_split} tasks to train on")
+    while len(tasks) < cfg.grpo.prompts_per_step:  # a small pool (co-evolution's band pool): repeat it to fill a step
+        tasks = tasks + tasks
     ds = Dataset.from_dict({"prompt": [build_messages(t, cfg.backend) for t in tasks], "task": [t.name for t in tasks]})
     log = StepLog(run)
     store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")

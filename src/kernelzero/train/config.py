@@ -40,6 +40,7 @@ class TaskConfig:
     suite: str | None = None  # GRPO on this suite instead of the rl split (kz-basic, a KernelBench folder, a .jsonl)
     test_suite: str | None = None  # evaluate on this suite instead of the test split
     preset: str | None = None  # size preset applied to suite tasks (e.g. "smoke")
+    scale: float | None = None  # shrink the size globals of suite tasks by this factor (CPU runs of proposed modules)
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,9 @@ class CoderTrainConfig:
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     eval: EvalSettings = field(default_factory=EvalSettings)
 
+
+# sections of a co-evolution config (train/coevolve_config.py) that the Coder phase leaves to that loader
+OTHER_PHASES = ("proposer", "coevolution")
 
 SECTIONS = {
     "tasks": TaskConfig,
@@ -295,7 +299,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Co
         raise ValueError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the top level must be a mapping of sections")
-    data = _merge(data, overrides or {})
+    data = {k: v for k, v in _merge(data, overrides or {}).items() if k not in OTHER_PHASES}
     return validate(_build(CoderTrainConfig, data, str(path)), str(path))
 
 

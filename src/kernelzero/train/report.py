@@ -4,7 +4,8 @@
 
 Reads only the run folder's files (steps.jsonl, warm_start.jsonl, eval/*/metrics.json), so it can be
 re-run on any finished or interrupted run. Plots need matplotlib (the `report` extra); without it the
-report says so and keeps its tables.
+report says so and keeps its tables. Its cell format and plot helpers (`fmt`, `pyplot`, `plot_lines`,
+`save_plot`, `plot_section`) also serve the co-evolution report (coevolve_report.py).
 """
 
 from __future__ import annotations
@@ -20,12 +21,62 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
+def fmt(x: Any, digits: int = 3) -> str:
+    """A table cell: "n/a" for None, floats to `digits` places."""
     if x is None:
         return "n/a"
     if isinstance(x, float):
         return f"{x:.{digits}f}"
     return str(x)
+
+
+def pyplot() -> Any | None:
+    """matplotlib.pyplot drawing to files only (the Agg backend), or None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def plot_lines(
+    plt: Any, path: Path, x: list[Any], lines: list[tuple[str, str, list[Any]]], xlabel: str, xticks: bool = False
+) -> None:
+    """Save a line plot of (label, marker, values) over `x` to `path`; x ticks on every value (`xticks`) or on
+    whole numbers."""
+    import matplotlib.ticker
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for label, marker, values in lines:
+        ax.plot(x, values, marker=marker, label=label)
+    if xticks:
+        ax.set_xticks(x)
+    else:
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    save_plot(plt, fig, ax, path, xlabel)
+
+
+def save_plot(plt: Any, fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str | None = None) -> None:
+    """Label the axes, add the legend and save `fig` to `path`, closing it."""
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_section(plots: list[str], drawn: bool) -> list[str]:
+    """The report lines that show `plots`; when there was something to draw (`drawn`) but no plot, why."""
+    lines = [""] + [f"![{p}]({p})" for p in plots]
+    if drawn and not plots:
+        lines.append("Plots skipped: matplotlib is not installed.")
+    return lines
 
 
 def _eval_rows(run: Path) -> list[str]:
@@ -41,34 +92,26 @@ def _eval_rows(run: Path) -> list[str]:
         _, samples, records = load_run(path.parent)
         strict = summarise(samples, records, ks=(1,), policy="strict")["overall"]["pass@k"].get("1")
         pass_k = overall.get("pass@k") or {}
-        cells = [_fmt(pass_k.get(k)) for k in ("1", "5", "10")] + [_fmt(strict)]
-        cells += [_fmt((overall.get("fast_p") or {}).get("1")), _fmt(overall.get("avg_output_tokens"), 1)]
+        cells = [fmt(pass_k.get(k)) for k in ("1", "5", "10")] + [fmt(strict)]
+        cells += [fmt((overall.get("fast_p") or {}).get("1")), fmt(overall.get("avg_output_tokens"), 1)]
         cells += [f"{overall.get('tasks')} x {(overall.get('samples_per_task') or {}).get('min')}"]
         rows.append(f"| {path.parent.name} | " + " | ".join(cells) + " |")
     return rows
 
 
 def _plots(steps: list[dict[str, Any]], run: Path) -> list[str]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
+    import matplotlib.ticker
+
     x = [s["step"] for s in steps]
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(x, [s.get("correct_rate") for s in steps], marker="o", label="correct rate (strict)")
-    ax.plot(x, [s.get("reward_mean") for s in steps], marker="s", label="mean reward")
-    ax.plot(x, [s.get("gate_open_share") for s in steps], marker="^", label="gate open (share of groups)")
-    ax.set_xlabel("GRPO step")
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(run / "train_rewards.png", dpi=100)
-    plt.close(fig)
+    lines = [
+        ("correct rate (strict)", "o", [s.get("correct_rate") for s in steps]),
+        ("mean reward", "s", [s.get("reward_mean") for s in steps]),
+        ("gate open (share of groups)", "^", [s.get("gate_open_share") for s in steps]),
+    ]
+    plot_lines(plt, run / "train_rewards.png", x, lines, "GRPO step")
     fig, ax = plt.subplots(figsize=(6, 3.2))
     bottom = [0.0] * len(x)
     for key, label in (
@@ -79,13 +122,8 @@ def _plots(steps: list[dict[str, Any]], run: Path) -> list[str]:
         values = [s.get(key) or 0.0 for s in steps]
         ax.bar(x, values, bottom=bottom, label=label)
         bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_xlabel("GRPO step")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.set_ylabel("seconds")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(run / "train_time.png", dpi=100)
-    plt.close(fig)
+    save_plot(plt, fig, ax, run / "train_time.png", "GRPO step", "seconds")
     return ["train_rewards.png", "train_time.png"]
 
 
@@ -116,9 +154,9 @@ def write_train_report(run_dir: str | Path) -> Path:
     header = "| step | correct | gate open | reward | groups with signal | geomean speedup | tokens | gen s | verify s | update s |"
     lines += [header, "|" + "---|" * 10]
     for s in steps:
-        cells = [s["step"], _fmt(s.get("correct_rate")), _fmt(s.get("gate_open_share")), _fmt(s.get("reward_mean"))]
-        cells += [s.get("groups_with_signal"), _fmt(s.get("geomean_speedup")), _fmt(s.get("completion_tokens"), 1)]
-        cells += [_fmt(s.get(k), 2) for k in ("time_generate_s", "time_verify_s", "time_update_s")]
+        cells = [s["step"], fmt(s.get("correct_rate")), fmt(s.get("gate_open_share")), fmt(s.get("reward_mean"))]
+        cells += [s.get("groups_with_signal"), fmt(s.get("geomean_speedup")), fmt(s.get("completion_tokens"), 1)]
+        cells += [fmt(s.get(k), 2) for k in ("time_generate_s", "time_verify_s", "time_update_s")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     if steps:
         statuses: dict[str, int] = {}
@@ -129,10 +167,7 @@ def write_train_report(run_dir: str | Path) -> Path:
             "",
             "Statuses over all steps (strict policy): " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
         ]
-    plots = _plots(steps, run) if steps else []
-    lines += [""] + [f"![{p}]({p})" for p in plots]
-    if steps and not plots:
-        lines.append("Plots skipped: matplotlib is not installed.")
+    lines += plot_section(_plots(steps, run) if steps else [], bool(steps))
     path = run / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path

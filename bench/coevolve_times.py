@@ -1,0 +1,62 @@
+"""Time per phase of a co-evolution run, split into generation, admission, verification and update.
+
+    python3 bench/coevolve_times.py runs/tiny-gpu-coevolve          # a run folder of `kernelzero train --config`
+
+Reads the run folder only (round-r/proposer/steps.jsonl, round-r/coder/steps.jsonl, prepare's warm-start logs)
+and prints one markdown table row per phase, summed over its steps, plus the Proposer's admission rate and the
+Coder phase's correctness rate, for bench/train.md. The Proposer's reward time is split into admission, the
+frozen Coder's generation of its N tries and their verification; the Coder phase's into generation,
+verification and update, as train/logs.py records them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _steps(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _sum(steps: list[dict], key: str) -> float:
+    return sum(s.get(key) or 0.0 for s in steps)
+
+
+def rows(run: Path) -> list[str]:
+    out = []
+    for folder in sorted(run.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
+        p = _steps(folder / "proposer" / "steps.jsonl")
+        if p:
+            admitted = sum(s["admitted"] for s in p) / max(1, sum(s["proposals"] for s in p))
+            cells = [f"{folder.name} Proposer", len(p), _sum(p, "time_generate_s"), _sum(p, "time_solve_generate_s")]
+            cells += [_sum(p, "time_admit_s"), _sum(p, "time_solve_verify_s"), _sum(p, "time_update_s")]
+            cells += [_sum(p, "time_step_s"), f"admitted {admitted:.2f}"]
+            out.append(cells)
+        c = _steps(folder / "coder" / "steps.jsonl")
+        if c:
+            correct = sum(s["correct_rate"] * s["samples"] for s in c) / max(1, sum(s["samples"] for s in c))
+            cells = [f"{folder.name} Coder", len(c), _sum(c, "time_generate_s"), 0.0, 0.0]
+            cells += [_sum(c, "time_verify_s"), _sum(c, "time_update_s"), _sum(c, "time_step_s")]
+            cells += [f"correct {correct:.2f}"]
+            out.append(cells)
+    header = "| phase | steps | policy generation s | Coder tries generation s | admission s | verification s |"
+    header += " update s | total s | rate |"
+    lines = [header, "|" + "---|" * 9]
+    for cells in out:
+        lines.append("| " + " | ".join(f"{c:.1f}" if isinstance(c, float) else str(c) for c in cells) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="the co-evolution run folder")
+    args = parser.parse_args()
+    print("\n".join(rows(args.run)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""The report of a co-evolution run: one row per round for each model, and plots.
+
+    write_coevolve_report("runs/tiny-cpu")     # -> report.md, coevolve_rounds.png, coevolve_success.png
+
+Reads only the run folder (round-r/proposer/steps.jsonl and proposals.jsonl, round-r/coder_tasks.jsonl,
+round-r/coder/eval/*/metrics.json), so it can be re-run on a finished or interrupted run. Per round: the
+Coder's held-out pass@1/5/10 and fast_1 before (the round's start policy, `eval/warm`) and after its phase;
+the Proposer's proposals, admission rate, rejection reasons, mean reward, the success-rate distribution of its
+admitted modules and the band pool's size. Plots need matplotlib; without it the tables stay.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kernelzero.train.coevolve_pool import read_jsonl
+from kernelzero.train.report import fmt, plot_lines, plot_section, pyplot, save_plot
+
+
+def _eval(folder: Path) -> dict[str, Any] | None:
+    path = folder / "metrics.json"
+    if not path.exists():
+        return None
+    overall = json.loads(path.read_text())["overall"]
+    pass_k = overall.get("pass@k") or {}
+    return {
+        "pass@1": pass_k.get("1"),
+        "pass@5": pass_k.get("5"),
+        "pass@10": pass_k.get("10"),
+        "fast_1": (overall.get("fast_p") or {}).get("1"),
+    }
+
+
+def round_rows(run: Path) -> list[dict[str, Any]]:
+    """One dict per round folder: Proposer statistics and the Coder's evaluations."""
+    rows = []
+    rounds = sorted((p for p in run.glob("round-*") if p.is_dir()), key=lambda p: int(p.name.split("-")[1]))
+    for folder in rounds:
+        records = read_jsonl(folder / "proposer" / "proposals.jsonl")
+        admitted = [r for r in records if r["admitted"]]
+        evals = sorted((folder / "coder" / "eval").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+        band = read_jsonl(folder / "coder_tasks.jsonl")
+        rows.append(
+            {
+                "round": int(folder.name.split("-")[1]),
+                "frozen": not (folder / "proposer" / "proposals.jsonl").exists(),  # trained on an earlier pool
+                "proposals": len(records),
+                "admission_rate": len(admitted) / len(records) if records else None,
+                "reasons": dict(Counter(r["reason"] for r in records if not r["admitted"]).most_common()),
+                "reward_mean": sum(r["reward"] for r in records) / len(records) if records else None,
+                "success": [r["p"] for r in admitted if r["p"] is not None],
+                "band": len(band),
+                "topped_up": sum(1 for b in band if not b.get("provenance", {}).get("in_band", True)),
+                "coder_before": _eval(folder / "coder" / "eval" / "warm"),
+                "coder_after": _eval(evals[-1]) if evals else None,
+            }
+        )
+    return rows
+
+
+def _plots(rows: list[dict[str, Any]], run: Path) -> list[str]:
+    plt = pyplot()
+    if plt is None:
+        return []
+    x = [r["round"] for r in rows]
+    lines = [
+        ("Proposer admission rate", "o", [r["admission_rate"] for r in rows]),
+        ("Coder held-out pass@1", "s", [(r["coder_after"] or {}).get("pass@1") for r in rows]),
+    ]
+    plot_lines(plt, run / "coevolve_rounds.png", x, lines, "round", xticks=True)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for r in rows:
+        if r["success"]:
+            ax.hist(r["success"], bins=[i / 8 for i in range(10)], alpha=0.5, label=f"round {r['round']}")
+    save_plot(plt, fig, ax, run / "coevolve_success.png", "Coder success rate p of admitted modules", "modules")
+    return ["coevolve_rounds.png", "coevolve_success.png"]
+
+
+def write_coevolve_report(run_dir: str | Path) -> Path:
+    """Write `report.md` (and its PNGs) into a co-evolution run folder; return its path."""
+    run = Path(run_dir)
+    rows = round_rows(run)
+    lines = [f"# Co-evolution: {run.name}", "", "## Coder (held-out split, `kernelzero eval`)", ""]
+    lines += [
+        "| round | pass@1 before | pass@1 after | pass@5 after | pass@10 after | fast_1 after |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        before, after = r["coder_before"] or {}, r["coder_after"] or {}
+        cells = [
+            before.get("pass@1"),
+            after.get("pass@1"),
+            after.get("pass@5"),
+            after.get("pass@10"),
+            after.get("fast_1"),
+        ]
+        lines.append(f"| {r['round']} | " + " | ".join(fmt(c) for c in cells) + " |")
+    lines += ["", "## Proposer", ""]
+    lines += [
+        "| round | proposals | admission rate | mean reward | success rates of admitted (p: modules) | band pool (topped up) | rejections |"
+    ]
+    lines += ["|---|---|---|---|---|---|---|"]
+    for r in rows:
+        hist = ", ".join(f"{p:.2f}: {n}" for p, n in sorted(Counter(r["success"]).items())) or "none"
+        reasons = ", ".join(f"{k} {v}" for k, v in r["reasons"].items()) or "none"
+        cells = [
+            "frozen (earlier pool)" if r["frozen"] else r["proposals"],
+            fmt(r["admission_rate"]),
+            fmt(r["reward_mean"]),
+            hist,
+            f"{r['band']} ({r['topped_up']})",
+            reasons,
+        ]
+        lines.append(f"| {r['round']} | " + " | ".join(str(c) for c in cells) + " |")
+    lines += plot_section(_plots(rows, run) if rows else [], bool(rows))
+    lines += ["", "Per-step logs: round-r/proposer/steps.jsonl and round-r/coder/steps.jsonl (and report.md there)."]
+    path = run / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,217 @@
+"""The Proposer phase of one co-evolution round: GRPO on TRL with the Frontier Reward, then the Coder's band pool.
+
+    kernelzero train proposer --config RUN/config.yaml --round 1        # what run_coevolution starts, one process
+    run_proposer_phase(cfg, round_no=1, start="RUN/proposer-init/warm_start", coder="RUN/coder-init/warm_start")
+
+The dataset is the round's API sets (coevolve_pool.round_inputs), each prompt the Proposer prompt of
+proposer/prompts.py (with the Coder's failure notes for frontier sets). TRL's GRPOTrainer gets the reward
+function of train/proposer_reward.py; checkpoints go to `round-r/proposer/checkpoints/` and a killed phase
+resumes from the last one (the records of later steps are dropped first, so no step appears twice). The final
+policy (LoRA merged) is saved in `round-r/proposer/policy/`; the band pool in `round-r/coder_tasks.jsonl`.
+With `update=False` (a frozen Proposer) the same steps run without an optimizer: prompts are sampled from the
+policy and scored, and nothing is trained.
+
+`prepare_proposer_policy` builds the tiny Proposer of the CPU and miniature configs (train/tiny.py) and fits
+it briefly on template proposals (proposer/generator.py), so that some of its proposals pass admission.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from kernelzero.proposer.prompts import build_messages
+from kernelzero.train.coevolve_config import CoevolveConfig
+from kernelzero.train.coevolve_pool import read_jsonl, round_inputs, write_band_pool
+from kernelzero.train.logs import StepLog, TimeBudget
+from kernelzero.train.proposer_reward import CoderSolver, ProposerReward, truncate_step_files
+
+
+class ProposerStepLog(StepLog):
+    """steps.jsonl of the Proposer: the reward's statistics plus TRL's metrics and the time split.
+
+    `time_generate_s` is the Proposer's own generation, `time_verify_s` the whole reward call, split further
+    into `time_admit_s`, `time_solve_generate_s` (the Coder's N samples) and `time_solve_verify_s`."""
+
+    def on_reward(self, info: dict[str, Any]) -> None:
+        self.pending = {**info["stats"], "reward_called_at": info["reward_called_at"], "verify_s": info["verify_s"]}
+
+
+def _log(msg: str) -> None:
+    print(f"[train proposer] {msg}", flush=True)
+
+
+def _answer(source: str, eos: str) -> str:
+    return f"```python\n{source}```{eos}"
+
+
+def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
+    """The Proposer's start policy: `proposer.model.path`, or a tiny model built and warm-started here."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kernelzero.proposer.generator import write_module
+    from kernelzero.train.coder import device_of
+    from kernelzero.train.tiny import build_model, build_tokenizer, count_parameters, save_policy
+    from kernelzero.train.warm_start import warm_start
+
+    p = cfg.proposer
+    if p.model.path:
+        return Path(p.model.path)
+    folder = root / "proposer-init"
+    init, warm = folder / "policy_init", folder / "warm_start"
+    if (warm if p.warm_start.steps else init).joinpath("config.json").exists():
+        return warm if p.warm_start.steps else init
+    pool = read_jsonl(root / "pool.jsonl")
+    pairs = []  # (messages, module source) of template proposals, one per API set
+    fitted = 0
+    for entry in pool:
+        sources = [s for s in [write_module(entry["apis"], 0)] if s]
+        if sources:
+            pairs += [(build_messages(entry["apis"]), s) for s in sources]
+            fitted += 1
+        if fitted >= p.warm_start_sets:
+            break
+    if not pairs:
+        raise ValueError("the template generator writes no module for any API set of the pool (template_only?)")
+    texts = [m["content"] for msgs, _ in pairs for m in msgs] + [s for _, s in pairs]
+    tok = build_tokenizer(texts, p.model.vocab_size)
+    model = build_model(p.model, tok)
+    save_policy(model, tok, init)
+    _log(f"built a {count_parameters(model):,}-parameter Proposer, vocabulary {len(tok)} -> {init}")
+    if not p.warm_start.steps:
+        return init
+    tok = AutoTokenizer.from_pretrained(init)
+    model = AutoModelForCausalLM.from_pretrained(init, dtype="float32")
+    examples = []
+    for msgs, source in pairs:
+        prompt = tok(
+            tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True), add_special_tokens=False
+        )
+        answer = tok(_answer(source, tok.eos_token), add_special_tokens=False)
+        examples.append((list(prompt["input_ids"]) + list(answer["input_ids"]), len(prompt["input_ids"])))
+    _log(f"warm start on {len(examples)} template proposals of {p.warm_start_sets} API sets")
+    history = warm_start(model, tok, examples, p.warm_start, device_of(cfg.coder), cfg.coder.seed)
+    (folder / "warm_start.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+    save_policy(model.to("cpu"), tok, warm)
+    return warm
+
+
+def _dataset(inputs: Path, min_rows: int) -> Any:
+    from datasets import Dataset
+
+    rows = read_jsonl(inputs)
+    if not rows:
+        raise ValueError(f"{inputs}: no API sets")
+    while len(rows) < min_rows:  # a short frontier: repeat it so that a step has enough distinct prompts
+        rows = rows + rows
+    return Dataset.from_dict(
+        {
+            "prompt": [build_messages(r["apis"], r.get("failure_notes") or ()) for r in rows],
+            "apis": [list(r["apis"]) for r in rows],
+            "origin": [r.get("origin", "") for r in rows],
+        }
+    )
+
+
+def _phase_cfg(cfg: CoevolveConfig, phase_dir: Path) -> Any:
+    """The Coder-shaped config coder.grpo_args reads, carrying the Proposer's model and GRPO settings."""
+    return dataclasses.replace(cfg.coder, run_dir=str(phase_dir), grpo=cfg.proposer.grpo, model=cfg.proposer.model)
+
+
+def run_proposer_phase(cfg: CoevolveConfig, round_no: int, start: str, coder: str, update: bool = True) -> Path:
+    """Run (or resume) the round's Proposer phase; return the folder of the policy it ends with."""
+    from kernelzero.service.store import VerdictStore
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("the Proposer phase runs as one process (its reward admits and solves in that process)")
+    root = Path(cfg.coder.run_dir)
+    phase_dir = root / f"round-{round_no}" / "proposer"
+    phase_dir.mkdir(parents=True, exist_ok=True)
+    inputs = round_inputs(cfg, root, round_no, coder)
+    store = VerdictStore(cfg.coder.verifier.store or root / "verdicts.sqlite")
+    log = ProposerStepLog(phase_dir)
+    reward = ProposerReward(cfg, round_no, root, phase_dir, CoderSolver(cfg, coder, store), start, log.on_reward)
+    g = cfg.proposer.grpo
+    ds = _dataset(inputs, g.prompts_per_step)
+    if update:
+        final = _train(cfg, round_no, Path(start), phase_dir, ds, reward, log)
+    else:
+        final = _collect(cfg, round_no, Path(start), phase_dir, ds, reward, log)
+    write_band_pool(cfg, root, round_no)
+    return final
+
+
+def _train(cfg: CoevolveConfig, round_no: int, start: Path, phase_dir: Path, ds: Any, reward: Any, log: Any) -> Path:
+    from transformers import AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer
+
+    from kernelzero.train.coder import _lora_config, grpo_args
+
+    phase_cfg = _phase_cfg(cfg, phase_dir)
+    ckpt_dir = phase_dir / "checkpoints"
+    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+    done = int(last.rsplit("-", 1)[1]) if last else 0
+    final = phase_dir / "policy"
+    if done >= cfg.proposer.grpo.steps and (final / "config.json").exists():
+        return final
+    truncate_step_files(Path(cfg.coder.run_dir), phase_dir, round_no, done)
+    log.truncate(done)
+    log.open_writer(purge_step=done + 1)
+    trainer = GRPOTrainer(
+        model=str(start),
+        reward_funcs=[reward],
+        args=grpo_args(phase_cfg, phase_dir, 1),
+        train_dataset=ds,
+        processing_class=AutoTokenizer.from_pretrained(start),
+        peft_config=_lora_config(phase_cfg),
+        callbacks=[log.callback(), TimeBudget(cfg.proposer.grpo.max_minutes)],
+    )
+    _log(
+        f"round {round_no}: GRPO on {len(ds)} API sets, steps {done + 1}..{cfg.proposer.grpo.steps}"
+        + (f" (resuming {last})" if last else "")
+    )
+    trainer.train(resume_from_checkpoint=last)
+    log.close()
+    model = trainer.model
+    if cfg.proposer.grpo.lora is not None:
+        model = trainer.accelerator.unwrap_model(model).merge_and_unload()
+    model.save_pretrained(final)
+    trainer.processing_class.save_pretrained(final)
+    (final / "step.txt").write_text(str(trainer.state.global_step))
+    return final
+
+
+def _collect(cfg: CoevolveConfig, round_no: int, start: Path, phase_dir: Path, ds: Any, reward: Any, log: Any) -> Path:
+    """A frozen Proposer: the phase's steps of sampling and scoring, no update (redone whole after a kill)."""
+    import time
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kernelzero.train.probe import sample_completions
+
+    g = cfg.proposer.grpo
+    truncate_step_files(Path(cfg.coder.run_dir), phase_dir, round_no, 0)
+    log.truncate(0)
+    tok = AutoTokenizer.from_pretrained(start)
+    model = AutoModelForCausalLM.from_pretrained(start)
+    rng = random.Random(cfg.coder.seed + round_no)
+    for step in range(1, g.steps + 1):
+        began = time.time()
+        rows = [ds[i] for i in rng.sample(range(len(ds)), min(g.prompts_per_step, len(ds)))]
+        texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+        gens = sample_completions(model, tok, texts, g.group_size, g.temperature, g.max_completion_length, seed=step)
+        reward.collect_step = step
+        rewards = reward(
+            prompts=[r["prompt"] for r in rows for _ in range(g.group_size)],
+            completions=[text for text, _ in gens],
+            apis=[r["apis"] for r in rows for _ in range(g.group_size)],
+            origin=[r["origin"] for r in rows for _ in range(g.group_size)],
+        )
+        log.step_started, log.step_ended = began, time.time()
+        log.write(step, {"reward": sum(rewards) / len(rewards)})
+    return start
