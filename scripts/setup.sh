@@ -10,7 +10,7 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "setting up $venv (one time; torch CPU build and triton, about 2 minutes)" >&2
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -c "$root/constraints.txt" -e "$root[dev,triton,report,hf,service,ray,train]"
+  "$venv/bin/python" -m pip install -q -c "$root/constraints.txt" -e "$root[dev,triton,helion,report,hf,service,ray,train,env]"
   echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"

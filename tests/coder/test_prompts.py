@@ -1,7 +1,7 @@
 """The Coder prompts: messages, templates as package data, versions, and the worked examples.
 
 Run: `PYTHONPATH=src .venv/bin/python -m pytest tests/coder/test_prompts.py -q`
-The Triton example is verified on CPU (about 10 s on an idle machine, `slow`). The CUDA example's
+The Triton and Helion examples are verified on CPU (about 10 s and 20 s on an idle machine, `slow`). The CUDA example's
 compile check takes 30-60 s and runs with KZ_CUDA_FIXTURES=all (as the verifier's CUDA fixtures do);
 `kernelzero verify src/kernelzero/coder/templates/example_model.py src/kernelzero/coder/templates/example_cuda.py
 --backend cuda` does the same by hand (status `compiled`).
@@ -23,7 +23,7 @@ from kernelzero.types import Task
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_TASK = ROOT / "src" / "kernelzero" / "coder" / "templates" / "example_model.py"  # a complete task
 LEAKY = ROOT / "src" / "kernelzero" / "tasks" / "suites" / "kz_basic" / "level1" / "24_LeakyReLU.py"
-BACKENDS = ["cuda", "triton"]
+BACKENDS = ["cuda", "triton", "helion"]
 
 
 def task_of(path: Path) -> Task:
@@ -35,7 +35,7 @@ def test_messages_hold_the_task_source_and_the_instructions(backend):
     task = task_of(LEAKY)
     system, user = build_messages(task, backend)
     assert system["role"] == "system" and user["role"] == "user"
-    assert {"cuda": "CUDA", "triton": "Triton"}[backend] in system["content"]
+    assert {"cuda": "CUDA", "triton": "Triton", "helion": "Helion"}[backend] in system["content"]
     text = user["content"]
     assert f"```python\n{task.source}```" in text  # verbatim, fenced
     for phrase in [
@@ -48,7 +48,9 @@ def test_messages_hold_the_task_source_and_the_instructions(backend):
         "one ```python code block",
     ]:
         assert phrase in text, phrase
-    backend_words = {"cuda": ["load_inline", "__global__"], "triton": ["@triton.jit"]}[backend]
+    backend_words = {"cuda": ["load_inline", "__global__"], "triton": ["@triton.jit"], "helion": ["@helion.kernel"]}[
+        backend
+    ]
     assert all(w in text for w in backend_words)
     assert "{{" not in text  # every slot was filled
     assert text.index("Scales x, adds y") < text.index(task.source)  # the example comes first
@@ -69,7 +71,7 @@ def test_task_source_with_slot_markers_is_left_alone():
 
 
 def test_unknown_backend_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid: cuda, triton"):
+    with pytest.raises(ValueError, match="valid: cuda, helion, triton"):
         build_messages(task_of(LEAKY), "opencl")
 
 
@@ -83,11 +85,14 @@ def test_templates_are_package_data():
         "example_model.py",
         "example_cuda.py",
         "example_triton.py",
+        "system_helion.txt",
+        "user_helion.txt",
+        "example_helion.py",
     } <= names
 
 
 def test_prompt_versions():
-    assert PROMPT_VERSIONS == {"cuda": "cuda-v1", "triton": "triton-v1"}
+    assert PROMPT_VERSIONS == {"cuda": "cuda-v1", "triton": "triton-v1", "helion": "helion-v1"}
 
 
 def test_example_task_is_the_packaged_template():
@@ -116,6 +121,17 @@ def test_triton_example_passes_the_verifier_on_cpu():
 
     (task,) = load_suite(EXAMPLE_TASK).tasks
     verdict = verify(task, load_template("example_triton.py"), "triton", options_for("default"))
+    assert verdict.status == "correct", (verdict.message, verdict.error_log)
+
+
+@pytest.mark.slow
+def test_helion_example_passes_the_verifier_on_cpu():
+    pytest.importorskip("helion")
+    from kernelzero.tasks import load_suite
+    from kernelzero.verify import options_for, verify
+
+    (task,) = load_suite(EXAMPLE_TASK).tasks
+    verdict = verify(task, load_template("example_helion.py"), "helion", options_for("default", compile_check=False))
     assert verdict.status == "correct", (verdict.message, verdict.error_log)
 
 

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "tests" / "kernels"
 KEYS = ("task", "backend", "expect", "expect-cpu", "options", "gpu", "why")
 REQUIRED = ("task", "backend", "expect", "why")
-BACKENDS = ("triton", "cuda")
+BACKENDS = ("triton", "cuda", "helion")
 
 
 class FixtureError(ValueError):

@@ -4,9 +4,9 @@
     messages = build_messages(task, "triton")   # [{"role": "system", ...}, {"role": "user", ...}]
 
 The text lives in `templates/` (package data): `system_<backend>.txt`, `user_<backend>.txt`, and one
-worked example shared by both backends: the reference `example_model.py` and its answers
-`example_cuda.py` / `example_triton.py`. The examples are real code: tests/coder checks that the
-Triton answer passes `kernelzero verify` on CPU, and the CUDA answer compile-checks.
+worked example shared by the backends: the reference `example_model.py` and its answers
+`example_cuda.py` / `example_triton.py` / `example_helion.py`. The examples are real code: tests/coder checks that
+the Triton and Helion answers pass `kernelzero verify` on CPU, and the CUDA answer compile-checks.
 
 The user message states the contract KernelBench's harness (and ours) relies on: a class named
 `ModelNew`, built as `ModelNew(*get_init_inputs())`, with `Model`'s forward inputs and outputs, real
@@ -23,7 +23,7 @@ from importlib import resources
 from kernelzero.types import Task
 
 # Bump on any change to a backend's templates or example: samples record the version they were made with.
-PROMPT_VERSIONS = {"cuda": "cuda-v1", "triton": "triton-v1"}
+PROMPT_VERSIONS = {"cuda": "cuda-v1", "triton": "triton-v1", "helion": "helion-v1"}
 
 _SLOTS = ("{{example_model}}", "{{example_new}}", "{{task_source}}")
 
@@ -57,7 +57,7 @@ def build_user_message(source: str, backend: str) -> str:
 
 
 def build_messages(task: Task, backend: str) -> list[dict[str, str]]:
-    """Chat messages asking for a `ModelNew` of `task` with `backend` ("cuda" or "triton") kernels."""
+    """Chat messages asking for a `ModelNew` of `task` with `backend` ("cuda", "triton" or "helion") kernels."""
     _check_backend(backend)
     return [
         {"role": "system", "content": load_template(f"system_{backend}.txt").strip()},

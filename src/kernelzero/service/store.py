@@ -20,7 +20,6 @@ import functools
 import hashlib
 import json
 import os
-import platform
 import sqlite3
 import threading
 import time
@@ -32,6 +31,7 @@ from kernelzero.extract import extract_code
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Task, Verdict, to_dict, verdict_from_dict
 from kernelzero.verify.options import VerifyOptions
+from kernelzero.verify.verdicts import versions
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -67,21 +67,9 @@ def verifier_hash() -> str:
 
 
 def library_versions() -> dict[str, str]:
-    import torch
-
-    versions = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "kernelzero": __version__,
-        "verifier": verifier_hash(),
-    }
-    try:
-        import triton
-
-        versions["triton"] = triton.__version__
-    except ImportError:
-        pass
-    return versions
+    """What a stored verdict depends on beside the request: the verifier's code and the libraries it ran with
+    (verify/verdicts.versions: python, torch, triton, helion)."""
+    return {**versions(), "kernelzero": __version__, "verifier": verifier_hash()}
 
 
 def request_key(task: Task, candidate: str, backend: str, opts: VerifyOptions, device: str) -> str:

@@ -290,4 +290,10 @@ def check_candidate(source: str, backend: Backend | str) -> list[Violation]:
     found = check_python(source) + check_cpp(string_literals(source))
     if not has_kernel_construct(source, record):
         found.append(Violation("no-kernel", 0, record.kernel_hint))
+    own_rules = getattr(backend_module(record, "static"), "violations", None)  # optional: the language's own rules
+    if own_rules is not None:
+        try:
+            found += own_rules(ast.parse(source))
+        except SyntaxError:
+            pass  # the format check reports it
     return found

@@ -6,6 +6,7 @@ check without a GPU, and the pools' runner failures. The judge builds its own (`
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import platform
 from dataclasses import replace
 
@@ -44,13 +45,18 @@ def early_verdict(
 
 
 def versions() -> dict[str, str]:
-    """The versions a verdict records (python, torch, triton when installed)."""
+    """The versions a verdict records, and the verdict store keys on: python, torch, and each kernel language's
+    library that is installed (triton, helion)."""
     out = {"python": platform.python_version(), "torch": _torch_version()}
     try:
         import triton
 
         out["triton"] = triton.__version__
     except ImportError:
+        pass
+    try:
+        out["helion"] = importlib.metadata.version("helion")  # read from its metadata: importing it is slow
+    except importlib.metadata.PackageNotFoundError:
         pass
     return out
 

@@ -6,7 +6,7 @@ modules with fixed names, imported only when needed (a language's own dependenci
 
 | module | what it defines | who calls it |
 |---|---|---|
-| `static.py` | `has_kernel(tree) -> bool`: does the syntax tree hold the language's kernel construct | `verify/static.py` |
+| `static.py` | `has_kernel(tree) -> bool`: does the syntax tree hold the language's kernel construct; optionally `violations(tree) -> list[Violation]`, the language's own rules (fallbacks) | `verify/static.py` |
 | `hook.py` | `install(guards, interpret) -> hook`: counts the language's kernel launches in the worker; the hook has `guard_input(x)`, `notes()` and `bf16_seen()` | the worker |
 | `without_gpu.py` (`without_gpu="compile"`) | `verify_without_gpu(task, source, backend, opts) -> Verdict` | `verify()` on a machine without a GPU |
 | `compile_check.py` (`without_gpu="interpret"`) | `compile_check(judge, cand_path) -> Verdict or None`: after the interpreter passed, compile for the target GPU | the judge |
@@ -35,6 +35,12 @@ BACKENDS: dict[str, Backend] = {
         kernel_hint="a CUDA candidate must build kernels with load_inline",
         without_gpu="compile",
         build_stage=True,
+    ),
+    "helion": Backend(
+        name="helion",
+        package="kernelzero.verify.backends.helion",
+        kernel_hint="a Helion candidate must define @helion.kernel functions called from ModelNew.forward",
+        without_gpu="interpret",
     ),
 }
 
