@@ -128,6 +128,15 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class KernelTime:
+    """Device time of one kernel over a profiled forward call (verify/profile.py; feedback, not a verdict)."""
+
+    name: str  # the kernel's name as the profiler reports it
+    ms: float  # total device time of its launches in one forward, milliseconds
+    calls: int = 1  # launches in one forward
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The verifier's judgement of one candidate on one task. JSON-serialisable via `to_dict`."""
 

@@ -21,7 +21,9 @@ prompt is the conversation so far (`history="full"`) or the first prompt plus th
 (`history="last"`), with the **observation** as the next user message: the verdict's feedback (compiler errors,
 the worst mismatch, a hint), the timing against the reference when there is one, the candidate's kernels and how
 often each launched, and, when a GPU timing exists and a `profiler` is given, which kernels dominate the time (on
-CPU the observation says that no profile was taken). `env/observe.py` writes it.
+CPU the observation says that no profile was taken). `env/observe.py` writes it. The verifier's profiled run,
+`kernelzero.verify.profile.profiler(opts)`, is the profiler `kernelzero eval --turns` and `kernelzero optimize`
+pass on a GPU.
 
 An episode is **done** when a turn is correct (`stop_on_correct=True`, the default; False keeps refining for
 speed), after `max_turns` turns, or when the environment's `sample_budget` (completions verified, over all

@@ -14,29 +14,19 @@ Parts, in order, each present only when it applies:
 
 A `Profiler` is any callable taking [(task, code, backend)] and returning, per item, a list of `KernelTime` or
 None. The environment calls it only for verdicts with a GPU timing. It must run the candidate through the
-verifier's sandbox (the candidate is untrusted); kernelzero's verifier has no profiled mode yet, so no profiler
-ships with the package (the hook and its text are tested with a stand-in).
+verifier's sandbox (the candidate is untrusted): `kernelzero.verify.profile.profiler()` is one (a sandboxed run of
+the candidate under torch.profiler, holding the GPU alone while it profiles).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from kernelzero.types import Task, Timing, Verdict
+from kernelzero.types import KernelTime, Task, Timing, Verdict
 from kernelzero.verify.feedback import feedback_for
 
 PROFILE_ROWS = 6  # kernels listed in a profile, the most expensive first
 LIMIT = 2000  # characters of observation at most
-
-
-@dataclass(frozen=True)
-class KernelTime:
-    """Device time of one kernel over a profiled forward call."""
-
-    name: str  # the kernel's name as the profiler reports it
-    ms: float  # total device time of its launches in one forward, milliseconds
-    calls: int = 1  # launches in one forward
 
 
 Profiler = Callable[[Sequence[tuple[Task, str, str]]], Sequence[Sequence[KernelTime] | None]]

@@ -45,6 +45,8 @@ from kernelzero.metrics import summarise
 from kernelzero.report.turns import after_turns, per_turn
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.types import Task, Verdict
+from kernelzero.verify.profile import profiler
+from kernelzero.verify.sandbox.process import gpu_visible
 
 
 def restore(tasks: Sequence[Task], samples: int, logs: TurnLogs, env: KernelEnv) -> dict[Key, Episode]:
@@ -95,7 +97,13 @@ def run_turns(cfg: EvalConfig, tasks: Sequence[Task], out: Path, console: Consol
     """Run (or resume) every episode to its end, turn by turn; return the generation warnings."""
     logs = TurnLogs(out)
     bar_state: dict[str, Any] = {}
-    env = KernelEnv(cfg.backend, max_turns=cfg.turns, verifier=_verifier(cfg, lambda: bar_state["advance"]()))
+    on_gpu = cfg.device != "cpu" and gpu_visible()  # timed turns get a profile of their kernels in the feedback
+    env = KernelEnv(
+        cfg.backend,
+        max_turns=cfg.turns,
+        verifier=_verifier(cfg, lambda: bar_state["advance"]()),
+        profiler=profiler(verify_options(cfg, "strict")) if on_gpu else None,
+    )
     episodes = restore(tasks, cfg.samples, logs, env)
     backend = None
     warnings: list[str] = []

@@ -48,6 +48,7 @@ from kernelzero.tasks import CheckOptions, check_tasks, task_hash
 from kernelzero.tasks.sizes import check_overrides
 from kernelzero.types import Task, Verdict, to_dict
 from kernelzero.verify import options_for
+from kernelzero.verify.profile import profiler
 
 MATCHING = ("model", "backend", "turns", "sizes", "profile", "model_class", "inputs", "init_inputs")
 
@@ -169,6 +170,7 @@ def _search(cfg: OptimizeConfig, task: Task, out: Path, console: Console, on_gpu
         verifier=Verifier.pool(opts, jobs=cfg.jobs, store=store),
         sample_budget=cfg.budget,
         stop_on_correct=not refine,
+        profiler=profiler(opts) if on_gpu else None,  # which kernels take the time, in each timed turn's feedback
     )
     openai = cfg.model.startswith("openai:")
     plan = SearchPlan(
