@@ -12,10 +12,10 @@ prose. The fixtures' header comments (their expected statuses) are stripped.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from build_replay import FALLBACKS, code_of  # same folder: run as `python scripts/build_helion_replay.py`
+import build_replay  # same folder: run as `python scripts/build_helion_replay.py`
+from build_replay import Prose
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "kernelzero" / "data" / "kz_basic_helion_replay.jsonl"
@@ -35,39 +35,24 @@ PLAN = [  # (task, [fixture or variant, ...]): sample i is the i-th entry
 ]
 
 
-def wrap(code: str, idx: int) -> str:
-    intros = [
+HELION = Prose(
+    intros=(
         "Here is an optimized implementation with a Helion kernel.",
         "Below, `ModelNew` runs the computation in a fused Helion kernel (compiled to Triton).",
-    ]
-    outro = "The hl.tile loop is the GPU kernel; Helion masks the ragged last tile."
-    return f"{intros[idx % 2]}\n\n```python\n{code}```\n\n{outro}\n"
+    ),
+    outro="The hl.tile loop is the GPU kernel; Helion masks the ragged last tile.",
+    think="One row per program keeps the row in registers; max, exp and sum in one pass.",
+    refusal="I cannot write a Helion kernel for this operation without more information.",
+)
 
 
 def completion(spec: str, idx: int) -> tuple[str, str]:
     """(text, finish_reason) for one planned sample."""
-    kind, _, rest = spec.partition(":") if ":" in spec else ("", "", spec)
-    if kind == "think":
-        plan = "<think>\nOne row per program keeps the row in registers; max, exp and sum in one pass.\n</think>\n"
-        return plan + wrap(code_of(rest), idx), "stop"
-    if kind == "truncated":
-        text = wrap(code_of(rest), idx)
-        return text[: len(text) * 2 // 3], "length"
-    if kind == "fallback":
-        return f"This operation is already efficient in PyTorch:\n\n```python\n{FALLBACKS[rest]}```\n", "stop"
-    if kind == "refusal":
-        return "I cannot write a Helion kernel for this operation without more information.", "stop"
-    return wrap(code_of(spec), idx), "stop"
+    return build_replay.completion(spec, idx, HELION)
 
 
 def main() -> None:
-    lines = []
-    for task, specs in PLAN:
-        for idx, spec in enumerate(specs):
-            text, finish = completion(spec, idx)
-            lines.append(json.dumps({"task": task, "sample_idx": idx, "completion": text, "finish_reason": finish}))
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {len(lines)} completions to {OUT.relative_to(ROOT)}")
+    build_replay.write(PLAN, OUT, HELION)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,42 +51,62 @@ def code_of(fixture: str) -> str:
     return HEADER.sub("", (KERNELS / fixture).read_text()).strip() + "\n"
 
 
-def wrap(code: str, idx: int) -> str:
-    intros = [
+@dataclass(frozen=True)
+class Prose:
+    """What a model writes around its code, per kernel language (build_helion_replay.py has Helion's)."""
+
+    intros: tuple[str, str]  # alternating between samples
+    outro: str
+    think: str  # the reasoning of a `think:` sample
+    refusal: str
+
+
+TRITON = Prose(
+    intros=(
         "Here is an optimized implementation with a custom Triton kernel.",
         "Below, `ModelNew` replaces the PyTorch operators with a fused Triton kernel.",
-    ]
-    outro = "The kernel processes one block per program and masks the ragged edge."
-    return f"{intros[idx % 2]}\n\n```python\n{code}```\n\n{outro}\n"
+    ),
+    outro="The kernel processes one block per program and masks the ragged edge.",
+    think="The reference is memory-bound; one pass over the rows keeps the data in registers.",
+    refusal="I am not able to write a Triton kernel for this operation without more information.",
+)
 
 
-def completion(spec: str, idx: int) -> tuple[str, str]:
+def wrap(code: str, idx: int, prose: Prose) -> str:
+    return f"{prose.intros[idx % 2]}\n\n```python\n{code}```\n\n{prose.outro}\n"
+
+
+def completion(spec: str, idx: int, prose: Prose = TRITON) -> tuple[str, str]:
     """(text, finish_reason) for one planned sample."""
     kind, _, rest = (
         spec.partition(":") if ":" in spec and not spec.startswith(("correct/", "wrong/")) else ("", "", spec)
     )
     if kind == "think":
-        plan = "<think>\nThe reference is memory-bound; one pass over the rows keeps the data in registers.\n</think>\n"
-        return plan + wrap(code_of(rest), idx), "stop"
+        return f"<think>\n{prose.think}\n</think>\n" + wrap(code_of(rest), idx, prose), "stop"
     if kind == "truncated":
-        text = wrap(code_of(rest), idx)
+        text = wrap(code_of(rest), idx, prose)
         return text[: len(text) * 2 // 3], "length"
     if kind == "fallback":
         return f"This operation is already efficient in PyTorch:\n\n```python\n{FALLBACKS[rest]}```\n", "stop"
     if kind == "refusal":
-        return "I am not able to write a Triton kernel for this operation without more information.", "stop"
-    return wrap(code_of(spec), idx), "stop"
+        return prose.refusal, "stop"
+    return wrap(code_of(spec), idx, prose), "stop"
+
+
+def write(plan: list, out: Path, prose: Prose = TRITON) -> None:
+    """Write the replay file of `plan` (task, [spec per sample]) to `out`."""
+    lines = []
+    for task, specs in plan:
+        for idx, spec in enumerate(specs):
+            text, finish = completion(spec, idx, prose)
+            lines.append(json.dumps({"task": task, "sample_idx": idx, "completion": text, "finish_reason": finish}))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {len(lines)} completions to {out.relative_to(ROOT)}")
 
 
 def main() -> None:
-    lines = []
-    for task, specs in PLAN:
-        for idx, spec in enumerate(specs):
-            text, finish = completion(spec, idx)
-            lines.append(json.dumps({"task": task, "sample_idx": idx, "completion": text, "finish_reason": finish}))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {len(lines)} completions to {OUT.relative_to(ROOT)}")
+    write(PLAN, OUT)
 
 
 if __name__ == "__main__":

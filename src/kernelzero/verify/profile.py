@@ -83,21 +83,23 @@ def _converse(proc: subprocess.Popen, gpu: bool, deadline: float) -> list[Kernel
     """The line protocol of profile_child.py, under the GPU lease on a GPU."""
     if _expect(proc, "imported", deadline) is None:
         return None
-    leases = _leases() if gpu else None
-    with leases[0]() if leases else contextlib.nullcontext():
+    with _lease(gpu, shared=True):
         _send(proc)
         if _expect(proc, "ready", deadline) is None:
             return None
-        with leases[1]() if leases else contextlib.nullcontext():
+        with _lease(gpu, shared=False):
             _send(proc)
             answer = _expect(proc, "{", deadline)
     return _rows(answer)
 
 
-def _leases() -> tuple[Callable, Callable]:
+def _lease(gpu: bool, shared: bool) -> contextlib.AbstractContextManager:
+    """The judge's GPU lease (verify/judge/lease.py): shared beside other checks, or the GPU alone; none on CPU."""
+    if not gpu:
+        return contextlib.nullcontext()
     from kernelzero.verify.judge.lease import exclusive_gpu, gpu_lease
 
-    return (lambda: gpu_lease(shared=True)), exclusive_gpu
+    return gpu_lease(shared=True) if shared else exclusive_gpu()
 
 
 def _send(proc: subprocess.Popen) -> None:
