@@ -78,6 +78,8 @@ def test_pool_verifier_passes_its_options_and_pool_arguments(monkeypatch):
         return [(r, make_verdict("correct", task=r.task.name)) for r in requests]
 
     monkeypatch.setattr("kernelzero.env.verifier.verify_many", record)
-    verdicts = Verifier.pool(jobs=3, per_gpu=4).verify([(TASK, "a", "triton")])
-    assert verdicts[0].status == "correct"
-    assert seen == {"jobs": 3, "kwargs": {"per_gpu": 4}, "policies": {"strict"}}
+    arrived: list[str] = []
+    verifier = Verifier.pool(jobs=3, on_verdict=lambda: arrived.append("verdict"), per_gpu=4)
+    verdicts = verifier.verify([(TASK, "a", "triton"), (TASK, "b", "triton")])
+    assert [v.status for v in verdicts] == ["correct", "correct"] and arrived == ["verdict", "verdict"]
+    assert seen == {"jobs": 3, "kwargs": {"per_gpu": 4}, "policies": {"strict"}}  # on_verdict stays here

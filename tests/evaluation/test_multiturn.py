@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import kernelzero.env.verifier as env_verifier
 import kernelzero.evaluation.config as eval_config
-import kernelzero.evaluation.multiturn as multiturn
 from kernelzero.cli import build_parser
 from kernelzero.cli.eval import config_from
 from kernelzero.evaluation.run import EvalConfig, run_eval
@@ -59,7 +59,7 @@ def _no_verification(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("a resumed run verified again")
 
-    monkeypatch.setattr(multiturn, "verify_many", refuse)
+    monkeypatch.setattr(env_verifier, "verify_many", refuse)  # the pool behind Verifier.pool
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ The loop starts each phase as `kernelzero train prepare|proposer|coder --config 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -59,13 +60,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 def dry_run(args: argparse.Namespace) -> int:
     """Check a config without a GPU and without loading a model; raise listing every problem found."""
-    import yaml
-
     from kernelzero.train.coevolve_config import check_model_path, dry_run, load_coevolve_config
     from kernelzero.train.config import load_config
 
     overrides = parse_overrides(args.set)
-    data = yaml.safe_load(open(args.config).read()) if args.phase != "coder" else {}
+    data = yaml.safe_load(Path(args.config).read_text()) if args.phase != "coder" else {}
     if isinstance(data, dict) and "proposer" in data:
         problems = dry_run(load_coevolve_config(args.config, overrides))
     else:

@@ -14,7 +14,7 @@ latest attempt is kept after the first prompt, so long episodes fit a short cont
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelzero.coder.prompts import build_messages
@@ -64,11 +64,7 @@ class Turn:
     def from_dict(cls, data: dict[str, Any]) -> Turn:
         data = dict(data)
         if data.get("verdict") is not None:
-            verdict = verdict_from_dict(data["verdict"])
-            # types.verdict_from_dict leaves some tuple fields (torch_ops, task_degenerate) as lists; an episode that
-            # went through JSON must equal the one that did not.
-            lists = {f.name: tuple(v) for f in fields(verdict) if isinstance(v := getattr(verdict, f.name), list)}
-            data["verdict"] = replace(verdict, **lists)
+            data["verdict"] = verdict_from_dict(data["verdict"])  # tuples again, so a JSON round trip is exact
         return cls(**data)
 
 
@@ -137,7 +133,6 @@ class Episode:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"Episode: unknown fields {unknown}")
-        task = data.pop("task")
-        task = from_dict(Task, {**task, "sizes": dict(task.get("sizes", {})), "presets": dict(task.get("presets", {}))})
+        task = from_dict(Task, data.pop("task"))
         turns = [Turn.from_dict(t) for t in data.pop("turns", [])]
         return cls(task=task, turns=turns, **data)

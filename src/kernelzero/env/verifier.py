@@ -46,9 +46,11 @@ class Verifier:
         options: VerifyOptions | None = None,
         jobs: int = 2,
         store: VerdictStore | None = None,
+        on_verdict: Callable[[], Any] = lambda: None,
         **pool_kwargs: Any,
     ) -> Verifier:
-        """Verification through `service.pool.verify_many` (pool_kwargs: gpus, per_gpu, pool="ray", ray_address...)."""
+        """Verification through `service.pool.verify_many` (pool_kwargs: gpus, per_gpu, pool="ray", ray_address...);
+        `on_verdict()` is called as each verdict arrives (a progress bar)."""
         opts = options or default_options()
 
         def run(items: Sequence[Item]) -> list[Verdict]:
@@ -58,6 +60,7 @@ class Verifier:
             out: list[Verdict | None] = [None] * len(requests)
             for req, verdict in verify_many(requests, jobs, store, **pool_kwargs):
                 out[req.tag] = verdict
+                on_verdict()
             missing = [i for i, v in enumerate(out) if v is None]
             if missing:
                 raise RuntimeError(f"the pool returned no verdict for request(s) {missing}")

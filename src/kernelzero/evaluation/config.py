@@ -13,9 +13,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from kernelzero.service.store import VerdictStore
 from kernelzero.verify import VerifyOptions, options_for
 
@@ -80,18 +77,6 @@ def differing(old: dict[str, Any], mine: dict[str, Any]) -> list[str]:
 def verdict_store(cfg: EvalConfig) -> VerdictStore | None:
     """The verdict store the config names (None: off)."""
     return None if cfg.store is None else VerdictStore(None if cfg.store == "default" else cfg.store)
-
-
-def progress(console: Console) -> Progress:
-    """The progress bars of a run's stages."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
 
 
 def verify_options(cfg: EvalConfig, policy: str) -> VerifyOptions:

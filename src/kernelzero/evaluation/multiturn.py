@@ -40,11 +40,11 @@ from kernelzero.coder.backends import load_backend
 from kernelzero.coder.backends.base import SamplingParams
 from kernelzero.env import Episode, KernelEnv, Verifier
 from kernelzero.env.runlog import Key, TurnLogs, generate_turn, latest_states, resume_episode, step_turn
-from kernelzero.evaluation.config import EvalConfig, progress, verdict_store, verify_options
+from kernelzero.evaluation.config import EvalConfig, verdict_store, verify_options
 from kernelzero.metrics import summarise
+from kernelzero.report.terminal import progress
 from kernelzero.report.turns import after_turns, per_turn
-from kernelzero.service.pool import VerifyRequest, verify_many
-from kernelzero.types import Task, Verdict
+from kernelzero.types import Task
 from kernelzero.verify.profile import profiler
 from kernelzero.verify.sandbox.process import gpu_visible
 
@@ -61,18 +61,14 @@ def restore(tasks: Sequence[Task], samples: int, logs: TurnLogs, env: KernelEnv)
 
 def _verifier(cfg: EvalConfig, advance: Any) -> Verifier:
     """The pool `cfg` names, calling `advance()` after each verdict (the progress bar)."""
-    opts = verify_options(cfg, "strict")
-    store = verdict_store(cfg)
-
-    def run(items: Sequence[tuple[Task, str, str]]) -> list[Verdict]:
-        requests = [VerifyRequest(task, text, backend, opts, tag=i) for i, (task, text, backend) in enumerate(items)]
-        out: list[Verdict | None] = [None] * len(requests)
-        for req, verdict in verify_many(requests, cfg.jobs, store, pool=cfg.pool, ray_address=cfg.ray_address):
-            out[req.tag] = verdict
-            advance()
-        return out  # type: ignore[return-value]  # verify_many answers every request
-
-    return Verifier(run, name=cfg.pool)
+    return Verifier.pool(
+        verify_options(cfg, "strict"),
+        cfg.jobs,
+        verdict_store(cfg),
+        on_verdict=advance,
+        pool=cfg.pool,
+        ray_address=cfg.ray_address,
+    )
 
 
 def _generate(

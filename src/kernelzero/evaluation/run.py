@@ -36,9 +36,10 @@ from kernelzero.coder.backends import load_backend
 from kernelzero.coder.backends.base import Generation, GenRequest, SamplingParams
 from kernelzero.coder.prompts import PROMPT_VERSIONS, build_messages
 from kernelzero.env.runlog import sample_record
-from kernelzero.evaluation.config import EvalConfig, differing, progress, run_config, verdict_store, verify_options
+from kernelzero.evaluation.config import EvalConfig, differing, run_config, verdict_store, verify_options
 from kernelzero.evaluation.jsonl import JsonlLog
 from kernelzero.evaluation.multiturn import run_turns, turn_metrics
+from kernelzero.report.terminal import progress
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.types import Task, to_dict

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kernelzero.coder.backends import load_backend
 from kernelzero.coder.backends.base import SamplingParams
@@ -42,6 +41,7 @@ from kernelzero.optimize.report import Outcome, status_counts, write_outputs
 from kernelzero.optimize.search import SearchPlan, search
 from kernelzero.optimize.sizes import describe_sizes, size_variants
 from kernelzero.proposer.records import AppendLog
+from kernelzero.report.terminal import progress
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.store import VerdictStore
 from kernelzero.tasks import CheckOptions, check_tasks, task_hash
@@ -153,11 +153,6 @@ def _variants(cfg: OptimizeConfig, task: Task, out: Path, console: Console) -> t
     return allowed, notes
 
 
-def _progress(console: Console) -> Progress:
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    return Progress(*columns, console=console)
-
-
 def _search(cfg: OptimizeConfig, task: Task, out: Path, console: Console, on_gpu: bool) -> tuple[TurnLogs, list[str]]:
     """Run or resume the search; return its logs and notes."""
     opts = options_for(cfg.profile, policy="strict", device=cfg.device, compile_check=cfg.compile_check)
@@ -184,7 +179,7 @@ def _search(cfg: OptimizeConfig, task: Task, out: Path, console: Console, on_gpu
     )
     logs = TurnLogs(out)
     backend = load_backend(cfg.model, **({"concurrency": cfg.concurrency} if openai else {}))
-    with _progress(console) as bar:
+    with progress(console) as bar:
         job = bar.add_task("search (verified completions)", total=cfg.budget, completed=len(logs.verdicts))
         _, notes = search(plan, env, logs, backend, advance=lambda n: bar.advance(job, n))
     return logs, notes
@@ -209,7 +204,7 @@ def _checker(cfg: OptimizeConfig, variants: dict[str, Task], out: Path, console:
         todo = [ch for ch in checks if key(ch) not in done]
         if todo:
             requests = [VerifyRequest(ch.task, ch.candidate.code, cfg.backend, ch.options, tag=ch) for ch in todo]
-            with _progress(console) as bar:
+            with progress(console) as bar:
                 job = bar.add_task("re-verify finalists", total=len(todo))
                 for req, verdict in verify_many(requests, cfg.jobs, store):
                     ch = req.tag

@@ -1,7 +1,7 @@
 """Run proposed modules in the verifier's reference processes, several proposals side by side.
 
     from kernelzero.proposer.children import run_proposals
-    for key, result in run_proposals(jobs, parallel=2, timeout_s=120, mem_gb=16, device="cpu"):
+    for key, result in run_proposals(jobs, parallel=2, timeout_s=120):   # jobs: (key, job) pairs (admit._job)
         ...   # result: {"ok", "reason", "stage", "message", "forward_ms", "seconds", ...}
 
 A proposal's code runs only in `kernelzero.verify.judge.reference.Reference`'s process: the verifier's sandbox (a
@@ -39,6 +39,7 @@ from typing import Any
 
 from kernelzero.proposer.checks import (
     DRAWS,
+    MESSAGE_LIMIT,
     Rejected,
     failure_reason,
     numerical_checks,
@@ -154,7 +155,7 @@ def _guarded(p: _Proposal, phase, ref: Reference) -> bool:
         p.result.update(ok=False, reason=exc.reason, stage=exc.stage, message=str(exc))
     except TaskBroken as exc:
         message = str(exc)
-        p.result.update(ok=False, reason=failure_reason(message), stage="runnable", message=message[:600])
+        p.result.update(ok=False, reason=failure_reason(message), stage="runnable", message=message[:MESSAGE_LIMIT])
     finally:
         ref.close()
     return False
@@ -172,7 +173,7 @@ def _submit(pool: ThreadPoolExecutor, running: dict[Future, _Proposal], p: _Prop
     try:
         ref = _start(p, fp64)
     except TaskBroken as exc:  # the sized source cannot be written (it loads a model, say)
-        p.result.update(ok=False, reason="run_failed", stage="runnable", message=str(exc)[:600])
+        p.result.update(ok=False, reason="run_failed", stage="runnable", message=str(exc)[:MESSAGE_LIMIT])
         future: Future = Future()
         future.set_result(False)
         running[future] = p

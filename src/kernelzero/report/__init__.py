@@ -47,24 +47,30 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[Sample], list[di
 
     verdicts.jsonl is required; run.json and samples.jsonl are optional (no facts, no token counts).
     """
-    run_dir = Path(run_dir)
+    config, sample_dicts, raw = _read_run(Path(run_dir))
+    return (config, *_as_records(sample_dicts, raw))
+
+
+def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(run.json config, sample lines, verdict lines) of a run folder, as read (samples.jsonl may be absent)."""
     verdicts = run_dir / "verdicts.jsonl"
     if not verdicts.is_file():
         raise FileNotFoundError(f"{run_dir} is not a run folder: no verdicts.jsonl")
     config = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    sample_dicts, raw = _turn_records(run_dir)
-    if has_turns(raw):  # a multi-turn run: each episode as its best turn (report/turns.py)
+    samples_path = run_dir / "samples.jsonl"
+    return config, (_jsonl(samples_path) if samples_path.is_file() else []), _jsonl(verdicts)
+
+
+def _as_records(
+    sample_dicts: list[dict[str, Any]], raw: list[dict[str, Any]]
+) -> tuple[list[Sample], list[dict[str, Any]]]:
+    """(samples, verdict records with `Verdict`s) from a run's lines; a multi-turn run's episodes as their best
+    turns (report/turns.py)."""
+    if has_turns(raw):
         samples, raw = after_turns(sample_dicts, raw)
     else:
         samples = [from_dict(Sample, d) for d in sample_dicts]
-    records = [{**r, "verdict": verdict_from_dict(r["verdict"])} for r in raw]
-    return config, samples, records
-
-
-def _turn_records(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The sample and verdict lines of a run folder as dicts (samples.jsonl may be absent)."""
-    samples_path = run_dir / "samples.jsonl"
-    return (_jsonl(samples_path) if samples_path.is_file() else []), _jsonl(run_dir / "verdicts.jsonl")
+    return samples, [{**r, "verdict": verdict_from_dict(r["verdict"])} for r in raw]
 
 
 def _summary(samples: list[Sample], records: list[dict[str, Any]], policy: str | None, speed: str) -> dict[str, Any]:
@@ -74,11 +80,11 @@ def _summary(samples: list[Sample], records: list[dict[str, Any]], policy: str |
 def write_report(run_dir: str | Path, policy: str | None = None, speed: str = "eager") -> Path:
     """Write report.md and its PNG plots into `run_dir` (plots are skipped without matplotlib)."""
     run_dir = Path(run_dir)
-    config, samples, records = load_run(run_dir)
+    config, sample_dicts, raw = _read_run(run_dir)
+    samples, records = _as_records(sample_dicts, raw)
     summary = _summary(samples, records, policy, speed)
     speedups = {b: correct_speedups(samples, records, b, policy) for b in SPEED_BASELINES}
     plots = write_plots(summary, speedups, run_dir)
-    sample_dicts, raw = _turn_records(run_dir)
     extra = []
     if has_turns(raw):  # a multi-turn run: the per-turn table and plot
         rows = per_turn(sample_dicts, raw, policy)

@@ -1,10 +1,12 @@
-"""A run's metrics on the terminal (rich tables), as `kernelzero eval` prints them at the end of a run."""
+"""A run's metrics on the terminal (rich tables), as `kernelzero eval` prints them at the end of a run, and the
+progress bars of its stages (eval and optimize)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 from kernelzero.report.tables import NA, NOT_ESTIMATED, Table, run_facts, status_table, summary_table
@@ -46,3 +48,15 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         console.print(to_rich(table))
     if summary.get("per_turn"):  # a multi-turn run (kernelzero eval --turns T)
         console.print(to_rich(drop_empty_columns(turn_table(summary["per_turn"]))))
+
+
+def progress(console: Console) -> Progress:
+    """The progress bars of a run's stages (description, bar, done of total, time so far)."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )

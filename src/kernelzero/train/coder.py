@@ -226,7 +226,8 @@ def grpo_args(cfg: CoderTrainConfig, run: Path, world: int) -> Any:
     )
 
 
-def _lora_config(cfg: CoderTrainConfig) -> Any:
+def lora_config(cfg: CoderTrainConfig) -> Any:
+    """The peft LoraConfig of `grpo.lora` (None: full fine-tuning)."""
     if cfg.grpo.lora is None:
         return None
     from peft import LoraConfig
@@ -235,12 +236,29 @@ def _lora_config(cfg: CoderTrainConfig) -> Any:
     return LoraConfig(task_type="CAUSAL_LM", **fields)
 
 
+def last_checkpoint(ckpt_dir: Path) -> tuple[str | None, int]:
+    """The last checkpoint folder under `ckpt_dir` (None when there is none) and the step it holds (0)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+    return last, int(last.rsplit("-", 1)[1]) if last else 0
+
+
+def save_trained(trainer: Any, lora: bool, final: Path) -> None:
+    """Save a GRPOTrainer's policy (LoRA merged when `lora`) and tokenizer to `final`, the step in step.txt."""
+    model = trainer.model
+    if lora:
+        model = trainer.accelerator.unwrap_model(model).merge_and_unload()
+    model.save_pretrained(final)
+    trainer.processing_class.save_pretrained(final)
+    (final / "step.txt").write_text(str(trainer.state.global_step))
+
+
 def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, list[Task]], save: bool = True) -> Path:
     """GRPO from `start` (resuming from the last checkpoint when there is one); return the final policy folder
     (`save=False`: not written, for timing runs)."""
     from datasets import Dataset
     from transformers import AutoTokenizer
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
     world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun / accelerate launch
@@ -255,9 +273,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
     reward = CoderReward(
         {t.name: t for t in tasks}, cfg.reward, cfg.verifier, cfg.grpo.group_size, cfg.backend, store, log.on_reward
     )
-    ckpt_dir = run / "checkpoints"
-    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
-    done = int(last.rsplit("-", 1)[1]) if last else 0
+    last, done = last_checkpoint(run / "checkpoints")
     if done >= cfg.grpo.steps and (run / "policy" / "config.json").exists():
         _log(f"GRPO already ran {done} of {cfg.grpo.steps} steps")
         return run / "policy"
@@ -270,7 +286,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         args=grpo_args(cfg, run, world),
         train_dataset=ds,
         processing_class=AutoTokenizer.from_pretrained(start),
-        peft_config=_lora_config(cfg),
+        peft_config=lora_config(cfg),
         callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes)],
     )
     _log(
@@ -281,12 +297,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
     log.close()
     final = run / "policy"
     if save and trainer.accelerator.is_main_process:
-        model = trainer.model
-        if cfg.grpo.lora is not None:
-            model = trainer.accelerator.unwrap_model(model).merge_and_unload()
-        model.save_pretrained(final)
-        trainer.processing_class.save_pretrained(final)
-        (final / "step.txt").write_text(str(trainer.state.global_step))
+        save_trained(trainer, cfg.grpo.lora is not None, final)
     return final
 
 

@@ -30,7 +30,7 @@ from kernelzero.train.config import (
     GRPOSettings,
     ModelConfig,
     WarmStartConfig,
-    _build,
+    build_section,
     load_config,
 )
 
@@ -151,9 +151,9 @@ def _proposer(data: Any, where: str) -> ProposerConfig:
             sub = data[name] or {}
             if name == "warm_start" and isinstance(sub, dict):
                 sub = {"steps": 0, **sub}
-            kwargs[name] = _build(cls, sub, f"{where}.{name}")
+            kwargs[name] = build_section(cls, sub, f"{where}.{name}")
     if "warm_start_sets" in data:
-        kwargs["warm_start_sets"] = _build(
+        kwargs["warm_start_sets"] = build_section(
             ProposerConfig, {"warm_start_sets": data["warm_start_sets"]}, where
         ).warm_start_sets
     return ProposerConfig(**kwargs)
@@ -206,19 +206,11 @@ def load_coevolve_config(path: str | Path, overrides: dict[str, Any] | None = No
         raise ValueError(f"{path}: no proposer section (a Coder-only config: run `kernelzero train coder`)")
     loop_data = {**(data.get("coevolution") or {}), **(extra.get("coevolution") or {})}
     proposer = _proposer(proposer_data, f"{path}.proposer")
-    loop = _build(LoopSettings, loop_data, f"{path}.coevolution")
+    loop = build_section(LoopSettings, loop_data, f"{path}.coevolution")
     validate_proposer(proposer, loop, str(path))
     if loop.run_dir and "run_dir" not in extra:  # a Coder-only run of the same file keeps its own folder
         coder = dataclasses.replace(coder, run_dir=loop.run_dir)
     return CoevolveConfig(coder, proposer, loop, str(path))
-
-
-def to_plain(cfg: CoevolveConfig) -> dict[str, Any]:
-    return {
-        "coder": dataclasses.asdict(cfg.coder),
-        "proposer": dataclasses.asdict(cfg.proposer),
-        "loop": dataclasses.asdict(cfg.loop),
-    }
 
 
 def check_model_path(where: str, path: str | None) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from kernelzero.proposer.dedup import BenchmarkIndex, exact_key, near_key
 from kernelzero.train.coevolve_config import CoevolveConfig
+from kernelzero.train.report import read_jsonl
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -35,12 +36,6 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tmp.replace(path)
     return path
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def vocabulary(cfg: CoevolveConfig) -> set[str] | None:

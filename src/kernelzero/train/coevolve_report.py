@@ -16,8 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kernelzero.train.coevolve_pool import read_jsonl
-from kernelzero.train.report import fmt, plot_lines, plot_section, pyplot, save_plot
+from kernelzero.train.report import fmt, plot_lines, plot_section, pyplot, read_jsonl, save_plot
 
 
 def _eval(folder: Path) -> dict[str, Any] | None:

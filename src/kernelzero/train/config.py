@@ -213,7 +213,8 @@ def _check_type(where: str, value: Any, default: Any, annotation: str) -> Any:
     return value
 
 
-def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+def build_section(cls: type, data: dict[str, Any], where: str) -> Any:
+    """The dataclass `cls` from a config mapping; unknown keys and wrongly typed values raise naming `where`."""
     if not isinstance(data, dict):
         raise ValueError(f"{where} must be a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -224,7 +225,7 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     for name, value in data.items():
         f = fields[name]
         if name in SECTIONS and cls is CoderTrainConfig:
-            kwargs[name] = _build(SECTIONS[name], value or {}, f"{where}.{name}")
+            kwargs[name] = build_section(SECTIONS[name], value or {}, f"{where}.{name}")
             continue
         default = f.default if f.default is not dataclasses.MISSING else None
         kwargs[name] = _check_type(f"{where}.{name}", value, default, str(f.type))
@@ -300,7 +301,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Co
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the top level must be a mapping of sections")
     data = {k: v for k, v in _merge(data, overrides or {}).items() if k not in OTHER_PHASES}
-    return validate(_build(CoderTrainConfig, data, str(path)), str(path))
+    return validate(build_section(CoderTrainConfig, data, str(path)), str(path))
 
 
 def to_plain(cfg: CoderTrainConfig) -> dict[str, Any]:

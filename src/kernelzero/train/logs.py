@@ -115,11 +115,6 @@ class StepLog:
         self.pending = {}
         return record
 
-    def records(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()

@@ -16,8 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kernelzero.rewards import is_correct
-from kernelzero.train.reward import CoderReward, group_rewards
+from kernelzero.train.reward import CoderReward, group_rewards, verdict_row
 from kernelzero.train.warm_start import prompt_text
 from kernelzero.types import Task
 
@@ -77,11 +76,8 @@ def probe_pass1(
     generated = time.monotonic()
     names = [t.name for t in tasks for _ in range(samples)]
     verdicts = reward.verify(names, [text for text, _ in gens])
-    correct = [int(is_correct(v, "strict")) for v in verdicts]
-    rows = [
-        (name, c, v.speedup_eager if c else None, v.policy_status.get("strict", v.status), tokens)
-        for name, c, v, (_, tokens) in zip(names, correct, verdicts, gens)
-    ]
+    rows = [verdict_row(n, v, tokens, reward.reward.baseline) for n, v, (_, tokens) in zip(names, verdicts, gens)]
+    correct = [r[1] for r in rows]
     rewards, gates = group_rewards(rows, samples, reward.reward)
     if was_training:
         model.train()

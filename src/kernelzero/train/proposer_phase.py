@@ -26,9 +26,10 @@ from typing import Any
 
 from kernelzero.proposer.prompts import build_messages
 from kernelzero.train.coevolve_config import CoevolveConfig
-from kernelzero.train.coevolve_pool import read_jsonl, round_inputs, write_band_pool
+from kernelzero.train.coevolve_pool import round_inputs, write_band_pool
 from kernelzero.train.logs import StepLog, TimeBudget
 from kernelzero.train.proposer_reward import CoderSolver, ProposerReward, truncate_step_files
+from kernelzero.train.report import read_jsonl
 
 
 class ProposerStepLog(StepLog):
@@ -45,10 +46,6 @@ def _log(msg: str) -> None:
     print(f"[train proposer] {msg}", flush=True)
 
 
-def _answer(source: str, eos: str) -> str:
-    return f"```python\n{source}```{eos}"
-
-
 def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     """The Proposer's start policy: `proposer.model.path`, or a tiny model built and warm-started here."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -56,7 +53,7 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     from kernelzero.proposer.generator import write_module
     from kernelzero.train.coder import device_of
     from kernelzero.train.tiny import build_model, build_tokenizer, count_parameters, save_policy
-    from kernelzero.train.warm_start import warm_start
+    from kernelzero.train.warm_start import sft_example, warm_start
 
     p = cfg.proposer
     if p.model.path:
@@ -67,13 +64,11 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
         return warm if p.warm_start.steps else init
     pool = read_jsonl(root / "pool.jsonl")
     pairs = []  # (messages, module source) of template proposals, one per API set
-    fitted = 0
     for entry in pool:
-        sources = [s for s in [write_module(entry["apis"], 0)] if s]
-        if sources:
-            pairs += [(build_messages(entry["apis"]), s) for s in sources]
-            fitted += 1
-        if fitted >= p.warm_start_sets:
+        source = write_module(entry["apis"], 0)
+        if source:
+            pairs.append((build_messages(entry["apis"]), source))
+        if len(pairs) >= p.warm_start_sets:
             break
     if not pairs:
         raise ValueError("the template generator writes no module for any API set of the pool (template_only?)")
@@ -86,13 +81,7 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
         return init
     tok = AutoTokenizer.from_pretrained(init)
     model = AutoModelForCausalLM.from_pretrained(init, dtype="float32")
-    examples = []
-    for msgs, source in pairs:
-        prompt = tok(
-            tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True), add_special_tokens=False
-        )
-        answer = tok(_answer(source, tok.eos_token), add_special_tokens=False)
-        examples.append((list(prompt["input_ids"]) + list(answer["input_ids"]), len(prompt["input_ids"])))
+    examples = [sft_example(tok, msgs, source) for msgs, source in pairs]
     _log(f"warm start on {len(examples)} template proposals of {p.warm_start_sets} API sets")
     history = warm_start(model, tok, examples, p.warm_start, device_of(cfg.coder), cfg.coder.seed)
     (folder / "warm_start.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
@@ -147,15 +136,12 @@ def run_proposer_phase(cfg: CoevolveConfig, round_no: int, start: str, coder: st
 
 def _train(cfg: CoevolveConfig, round_no: int, start: Path, phase_dir: Path, ds: Any, reward: Any, log: Any) -> Path:
     from transformers import AutoTokenizer
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
-    from kernelzero.train.coder import _lora_config, grpo_args
+    from kernelzero.train.coder import grpo_args, last_checkpoint, lora_config, save_trained
 
     phase_cfg = _phase_cfg(cfg, phase_dir)
-    ckpt_dir = phase_dir / "checkpoints"
-    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
-    done = int(last.rsplit("-", 1)[1]) if last else 0
+    last, done = last_checkpoint(phase_dir / "checkpoints")
     final = phase_dir / "policy"
     if done >= cfg.proposer.grpo.steps and (final / "config.json").exists():
         return final
@@ -168,7 +154,7 @@ def _train(cfg: CoevolveConfig, round_no: int, start: Path, phase_dir: Path, ds:
         args=grpo_args(phase_cfg, phase_dir, 1),
         train_dataset=ds,
         processing_class=AutoTokenizer.from_pretrained(start),
-        peft_config=_lora_config(phase_cfg),
+        peft_config=lora_config(phase_cfg),
         callbacks=[log.callback(), TimeBudget(cfg.proposer.grpo.max_minutes)],
     )
     _log(
@@ -177,12 +163,7 @@ def _train(cfg: CoevolveConfig, round_no: int, start: Path, phase_dir: Path, ds:
     )
     trainer.train(resume_from_checkpoint=last)
     log.close()
-    model = trainer.model
-    if cfg.proposer.grpo.lora is not None:
-        model = trainer.accelerator.unwrap_model(model).merge_and_unload()
-    model.save_pretrained(final)
-    trainer.processing_class.save_pretrained(final)
-    (final / "step.txt").write_text(str(trainer.state.global_step))
+    save_trained(trainer, cfg.proposer.grpo.lora is not None, final)
     return final
 
 

@@ -37,6 +37,7 @@ from kernelzero.rewards import frontier_reward, is_correct, penalise_near_duplic
 from kernelzero.service.store import VerdictStore
 from kernelzero.tasks import load_suite, resize
 from kernelzero.train.coevolve_config import CoevolveConfig
+from kernelzero.train.report import read_jsonl
 from kernelzero.train.reward import CoderReward, completion_text
 from kernelzero.types import Task, Verdict
 
@@ -73,7 +74,7 @@ def id_step(pid: str) -> tuple[int, int]:
 def _filter_lines(path: Path, keep: Callable[[dict[str, Any]], bool]) -> None:
     if not path.exists():
         return
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(path)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows if keep(r)))
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSONL file written by a run ([] when it does not exist yet)."""
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -130,8 +131,8 @@ def _plots(steps: list[dict[str, Any]], run: Path) -> list[str]:
 def write_train_report(run_dir: str | Path) -> Path:
     """Write `report.md` (and its PNGs) into a Coder run folder; return its path."""
     run = Path(run_dir)
-    steps = _jsonl(run / "steps.jsonl")
-    warm = _jsonl(run / "warm_start.jsonl")
+    steps = read_jsonl(run / "steps.jsonl")
+    warm = read_jsonl(run / "warm_start.jsonl")
     config = json.loads((run / "run.json").read_text())["config"] if (run / "run.json").exists() else {}
     lines = [f"# Coder training: {run.name}", ""]
     if config:

@@ -43,6 +43,13 @@ def completion_text(completion: Any) -> str:
     raise ValueError(f"unexpected completion of type {type(completion).__name__}")
 
 
+def verdict_row(name: str, verdict: Verdict, tokens: int, baseline: str) -> Row:
+    """The Row of one verified sample: correct under the strict policy, its speedup against `baseline` if so."""
+    c = is_correct(verdict, "strict")
+    speed = verdict_speedup(verdict, baseline) if c else None
+    return (name, int(c), speed, verdict.policy_status.get("strict", verdict.status), tokens)
+
+
 def gather_rows(rows: list[Row]) -> tuple[list[Row], int]:
     """Every process's rows in rank order, and this process's offset into them (one process: as given)."""
     import torch.distributed as dist
@@ -135,11 +142,7 @@ class CoderReward:
         texts = [completion_text(c) for c in completions]
         ids = kwargs.get("completion_ids") or [[]] * len(texts)
         verdicts = self.verify(task, texts)
-        rows: list[Row] = []
-        for name, verdict, token_ids in zip(task, verdicts, ids):
-            c = is_correct(verdict, "strict")
-            speed = verdict_speedup(verdict, self.reward.baseline) if c else None
-            rows.append((name, int(c), speed, verdict.policy_status.get("strict", verdict.status), len(token_ids)))
+        rows = [verdict_row(n, v, len(t), self.reward.baseline) for n, v, t in zip(task, verdicts, ids)]
         verified = time.time()
         everything, offset = gather_rows(rows)
         rewards, gates = group_rewards(everything, self.group_size, self.reward)

@@ -37,11 +37,16 @@ def sft_examples(
     for task in tasks:
         if task.name not in solutions:
             raise ValueError(f"no solution for task {task.name}")
-        prompt = tokenizer(prompt_text(tokenizer, task, backend), add_special_tokens=False)["input_ids"]
-        answer = f"```python\n{solutions[task.name]}```{tokenizer.eos_token}"
-        ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-        out.append((list(prompt) + list(ids), len(prompt)))
+        out.append(sft_example(tokenizer, build_messages(task, backend), solutions[task.name]))
     return out
+
+
+def sft_example(tokenizer: Any, messages: list[dict[str, str]], source: str) -> tuple[list[int], int]:
+    """(token ids of the chat-templated prompt + the fenced `source` + end token, number of prompt tokens)."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(f"```python\n{source}```{tokenizer.eos_token}", add_special_tokens=False)["input_ids"]
+    return list(prompt) + list(ids), len(prompt)
 
 
 def _batch(examples: list[tuple[list[int], int]], pad_id: int, device: str) -> dict[str, Any]:

@@ -31,8 +31,7 @@ def resolve_task(label: Any, tasks: Mapping[str, Task] | None) -> Task:
     if isinstance(label, str) and label.lstrip().startswith("{"):
         label = json.loads(label)
     if isinstance(label, Mapping):
-        data = dict(label)
-        return from_dict(Task, {**data, "sizes": dict(data.get("sizes", {})), "presets": dict(data.get("presets", {}))})
+        return from_dict(Task, dict(label))
     if isinstance(label, str) and tasks is not None and label in tasks:
         return tasks[label]
     known = "" if tasks is None else f"; known: {', '.join(sorted(tasks)[:10])}"

@@ -35,7 +35,7 @@ from typing import Any
 
 from kernelzero.env.core import KernelEnv
 from kernelzero.env.episode import Episode, follow_up
-from kernelzero.env.scoring import correct
+from kernelzero.env.scoring import correct, speedup_of
 from kernelzero.env.verifier import Verifier
 from kernelzero.rewards import ca_grpo_rewards
 from kernelzero.types import Task, from_dict, to_dict
@@ -46,7 +46,7 @@ METRICS = ("kz_correct", "kz_speedup", "kz_turns")  # written on each attempt's 
 def attempt_metrics(env: KernelEnv, episode: Episode) -> dict[str, float]:
     """c_i, the raw speedup (0: none) and the number of turns of one finished attempt, scored by its best turn."""
     verdict = env.best_verdict(episode)
-    speed = verdict.speedup_eager if verdict is not None and correct(verdict) else None
+    speed = speedup_of(verdict, env.baseline)
     return {
         "kz_correct": float(correct(verdict)),
         "kz_speedup": float(speed or 0.0),
@@ -155,10 +155,7 @@ def verifiers_classes() -> SimpleNamespace:
 
         async def run(self, task, agents) -> None:
             env = self.environment()
-            data = dict(task.data.kz_task)
-            kz_task = from_dict(
-                Task, {**data, "sizes": dict(data.get("sizes", {})), "presets": dict(data.get("presets", {}))}
-            )
+            kz_task = from_dict(Task, dict(task.data.kz_task))
 
             async def attempt(g: int) -> None:
                 async with agents.agent.interaction(task) as interaction:
