@@ -47,6 +47,8 @@ VOLATILE_OPTIONS = (
     "build_cache",
     "gpu_index",
     "cuda_ipc",
+    "gpu_mem_gb",
+    "gpu_alone",
 )  # where a verification runs does not change it
 
 

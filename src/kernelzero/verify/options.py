@@ -57,6 +57,8 @@ class VerifyOptions:
     )
     gpu_index: int | None = None  # pin the judge and worker to this visible GPU (pool runners); None: inherit
     cuda_ipc: bool = True  # hand GPU tensors between judge and worker through CUDA IPC where it works (cuda_ipc.py)
+    gpu_mem_gb: float | None = None  # GPU memory all verifications on one GPU may lease together; None: 92% of it
+    gpu_alone: bool = False  # lease the whole GPU's memory (the retry after a fault another tenant may have caused)
 
 
 def profile_of(opts: VerifyOptions) -> Profile:

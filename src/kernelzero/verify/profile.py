@@ -6,7 +6,7 @@
 
 The candidate runs in a fresh sandboxed process (`profile_child.py`: the sandbox of the verifier's worker, its
 own folder, a deadline) that builds ModelNew, warms it, and runs a few forward calls under torch.profiler. On a
-GPU this parent holds the GPU lease as the judge does: shared while the child loads and warms (beside other
+GPU this parent holds a GPU memory lease (judge/memory.py, of the default size) and the GPU lease as the judge does: shared while the child loads and warms (beside other
 samples' checks), alone while it profiles, so no other sample is timed while it runs and it is not timed beside
 another. The rows are the device kernels by total device time per forward call; on a CPU (tests), the operators
 by self CPU time. The candidate's own process writes the result, so it is only ever shown to the Coder as
@@ -83,7 +83,7 @@ def _converse(proc: subprocess.Popen, gpu: bool, deadline: float) -> list[Kernel
     """The line protocol of profile_child.py, under the GPU lease on a GPU."""
     if _expect(proc, "imported", deadline) is None:
         return None
-    with _lease(gpu, shared=True):
+    with _memory(gpu), _lease(gpu, shared=True):
         _send(proc)
         if _expect(proc, "ready", deadline) is None:
             return None
@@ -91,6 +91,15 @@ def _converse(proc: subprocess.Popen, gpu: bool, deadline: float) -> list[Kernel
             _send(proc)
             answer = _expect(proc, "{", deadline)
     return _rows(answer)
+
+
+def _memory(gpu: bool) -> contextlib.AbstractContextManager:
+    """A GPU memory lease of the default size (judge/memory.py: the task's footprint is not measured here)."""
+    if not gpu:
+        return contextlib.nullcontext()
+    from kernelzero.verify.judge.memory import DEFAULT_NEED, current_gpu_lease
+
+    return current_gpu_lease(DEFAULT_NEED, None)
 
 
 def _lease(gpu: bool, shared: bool) -> contextlib.AbstractContextManager:

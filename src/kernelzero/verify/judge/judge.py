@@ -23,8 +23,11 @@ from kernelzero.verify.backends import BACKENDS, backend_module
 from kernelzero.verify.feedback import feedback_for
 from kernelzero.verify.judge.anticheat import first_filter_verdict, policy_result
 from kernelzero.verify.judge.compare import compare, same_inputs
+from kernelzero.verify.judge.faults import RetryAlone, check_candidate_fault, context_failed, reference_failed
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
+from kernelzero.verify.judge.memory import judge_memory_lease
 from kernelzero.verify.judge.reference import Reference
+from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.judge.timing_stage import take_solo_reference, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
 from kernelzero.verify.sandbox.process import scratch_folder
@@ -55,6 +58,7 @@ class Judge:
         self.notes: list[str] = []
         self.fields: dict = {}
         self.deferred: list | None = None  # workers to close after the verdict is written (run)
+        self.candidate_ran = False  # the candidate's import was asked for: from then on its code may run
 
     # -- verdict helpers -------------------------------------------------------------------------
     def verdict(self, status: str, stage: str, message: str = "", **extra) -> Verdict:
@@ -121,7 +125,11 @@ class Judge:
         return max(self.opts.timeout_floor_s, self.opts.timeout_scale * ref_ms / 1e3)
 
     def failed(self, reply: dict) -> Verdict:
-        """The verdict of a worker reply that reports a failure."""
+        """The verdict of a worker reply that reports a failure (RetryAlone when another tenant may be to blame)."""
+        check_candidate_fault(self, reply["status"], reply["stage"], reply["message"])
+        machine = context_failed(self, reply)
+        if machine is not None:
+            return machine
         return self.verdict(reply["status"], reply["stage"], reply["message"], error_log=reply.get("log", ""))
 
     # -- the run ---------------------------------------------------------------------------------
@@ -135,7 +143,12 @@ class Judge:
         """
         with scratch_folder("kz-cand-") as shared, scratch_folder("kz-ref-") as ref_folder:
             if reference is None:
-                self.ref, reference = Reference.start(self.task, self.opts, self.device, Path(ref_folder))
+                try:
+                    self.ref, reference = Reference.start(self.task, self.opts, self.device, Path(ref_folder))
+                except TaskBroken as exc:  # its source cannot be written: nothing ran
+                    if started is not None:
+                        started.worker.close()
+                    return self.verdict("task_broken", "reference", str(exc))
             else:  # started by the launcher while this process imported torch
                 self.ref = Reference(reference.worker, self.device, self.opts)
             self.ref_path = reference.cand_path
@@ -168,31 +181,13 @@ class Judge:
                 self.timed("ipc_check", start)
                 if why:
                     self.notes.append(f"GPU tensors moved through host memory (CUDA IPC unavailable: {why[:200]})")
-            if self.device == "cuda" and self.opts.time_it:
-                take_solo_reference(self)
-            # The candidate's import (its builds) runs before this sample takes the GPU.
-            self.fields["stage_hint"] = "build"
-            started_import = time.perf_counter()
-            worker.send(
-                {
-                    "cmd": "import",
-                    "path": str(started.cand_path),
-                    "device": self.device,
-                    "interpret": started.interpret,
-                    "gpu_mem_fraction": self.opts.gpu_mem_fraction,
-                    "hooks": self.worker_hooks(),
-                }
-            )
-            reply, _ = worker.receive(self.opts.build_timeout_s, "importing the candidate (building its kernels)")
-            self.timed("import", started_import)
-            if not reply["ok"]:
-                return self.failed(reply)
-            self.stage_s["build"] = round(reply["build_s"], 4)
-            self.notes += [f"worker: {str(n)[:300]}" for n in reply.get("notes", [])[:4]]  # its words, not ours
-            if self.device != "cuda":
-                return self._with_lease(worker, started)
-            return self._on_gpu(worker, started)
+            with judge_memory_lease(self):
+                try:
+                    return self._stages(worker, started)
+                except TaskBroken as exc:
+                    return reference_failed(self, exc, worker)
         except WorkerDied as exc:
+            check_candidate_fault(self, exc.status, self.fields.get("stage_hint", "load"), str(exc), exc.exit_signal)
             return self.verdict(
                 exc.status,
                 self.fields.get("stage_hint", "load"),
@@ -206,6 +201,34 @@ class Judge:
                 worker.close()
             else:
                 self.deferred.append(worker)
+
+    def _stages(self, worker: WorkerProcess, started: StartedWorker) -> Verdict:
+        """The solo reference, the candidate's import, then the GPU part (under this verification's memory lease)."""
+        if self.device == "cuda" and self.opts.time_it:
+            take_solo_reference(self)
+        # The candidate's import (its builds) runs before this sample takes the GPU.
+        self.fields["stage_hint"] = "build"
+        self.candidate_ran = True
+        started_import = time.perf_counter()
+        worker.send(
+            {
+                "cmd": "import",
+                "path": str(started.cand_path),
+                "device": self.device,
+                "interpret": started.interpret,
+                "gpu_mem_fraction": self.opts.gpu_mem_fraction,
+                "hooks": self.worker_hooks(),
+            }
+        )
+        reply, _ = worker.receive(self.opts.build_timeout_s, "importing the candidate (building its kernels)")
+        self.timed("import", started_import)
+        if not reply["ok"]:
+            return self.failed(reply)
+        self.stage_s["build"] = round(reply["build_s"], 4)
+        self.notes += [f"worker: {str(n)[:300]}" for n in reply.get("notes", [])[:4]]  # its words, not ours
+        if self.device != "cuda":
+            return self._with_lease(worker, started)
+        return self._on_gpu(worker, started)
 
     def _on_gpu(self, worker: WorkerProcess, started: StartedWorker) -> Verdict:
         """The rest of the run under the GPU's shared lease (timing takes it alone, see `_timing`)."""
@@ -231,7 +254,9 @@ class Judge:
                     mark_suspect()
                 return replace(verdict, stage_seconds={**verdict.stage_seconds, **self.stage_s})
         except GpuUnhealthy as exc:
-            return self.verdict("crash", "gpu_health", f"the GPU failed its health probe after an earlier crash: {exc}")
+            return self.verdict(
+                "infra_error", "gpu_health", f"the GPU failed its health probe after an earlier crash: {exc}"
+            )
 
     def _with_lease(self, worker: WorkerProcess, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
@@ -329,35 +354,6 @@ class Judge:
                 self.notes.append("degenerate task, a trivial answer passes: " + "; ".join(reasons))
         return None
 
-    def confirm_speedup(self, speedup: float) -> Verdict | None:
-        """Re-verify an implausible speedup in a fresh worker with more trials, sets and timed calls.
-
-        None when the second run is correct and its speedup is at least half the first; else a
-        verdict `unconfirmed_speedup` saying what the second run found.
-        """
-        opts = replace(
-            self.opts,
-            confirming=True,
-            trials=max(10, self.opts.trials),
-            timed_calls=100,
-            timing_budget_s=max(1.0, self.opts.timing_budget_s),
-            seed=None,
-            baselines_dir=self.opts.baselines_dir,
-        )
-        second = Judge(self.task, self.source, self.backend, opts).run()
-        if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
-            self.notes.append(
-                f"speedup {speedup:.1f}x over the {self.opts.speedup_cap:g}x cap confirmed by a stricter "
-                f"second verification ({second.speedup_eager:.1f}x)"
-            )
-            return None
-        found = second.message or f"{second.status}, {second.speedup_eager or 0:.2f}x"
-        return self.verdict(
-            "unconfirmed_speedup",
-            "timing",
-            f"{speedup:.1f}x over eager was not confirmed by a stricter second verification: {found}",
-        )
-
     def _timing(self, worker: WorkerProcess) -> Verdict:
         if self.device == "cpu" or not self.opts.time_it:
             note = "no GPU: correctness only" if self.device == "cpu" else "timing not asked for"
@@ -384,6 +380,8 @@ def judge_request(
         backend = from_dict(Backend, request["backend"])
         verdict = Judge(task, request["source"], backend, opts).run(started, deferred, reference)
         return {"verdict": to_dict(verdict)}
+    except RetryAlone as exc:  # judge/faults.py: the caller verifies again, alone on the GPU
+        return {"retry_alone": str(exc)}
     except ValueError as exc:
         if started is not None:
             started.worker.close()

@@ -23,6 +23,8 @@ from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox.channel import ChannelError, unpack_values
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess
 
+FOOTPRINT = ("params", "inputs", "outputs")
+
 
 @dataclass
 class Reference:
@@ -32,6 +34,7 @@ class Reference:
     device: str
     opts: VerifyOptions
     built: bool = False  # `build` ran
+    imported: bool = False  # `import_task` ran
     init_inputs: list | None = None  # `get_init_inputs()`, sent to the candidate's worker
     state_dict: dict | None = None  # the reference's initial parameters, sent to the candidate's worker
 
@@ -52,9 +55,9 @@ class Reference:
             raise TaskBroken(f"the task itself is broken ({what}): {detail}")
         return reply, tensors
 
-    def build(self, cand_path: Path, init_seed: int) -> None:
-        """Import the task and construct `Model` under `init_seed` (once)."""
-        if self.built:
+    def import_task(self, cand_path: Path) -> None:
+        """Import the task's module in the reference's process (once)."""
+        if self.imported:
             return
         if self.device == "cuda" and self.opts.cuda_ipc:
             self.worker.check_ipc()  # '' when GPU tensors can move through CUDA IPC; else through host memory
@@ -68,6 +71,27 @@ class Reference:
             "class_name": "Model",
         }
         self._ask(command, self.opts.build_timeout_s, "importing the task")
+        self.imported = True
+
+    def footprint(self, cand_path: Path) -> dict | None:
+        """The task's bytes of parameters, one input set and outputs at the verification's precision (measured on the
+        meta device: no GPU memory); None when its code does not run there."""
+        self.import_task(cand_path)
+        try:
+            self.worker.send({"cmd": "measure", "dtype": self.opts.precision})
+            reply, _ = self.worker.receive(self.opts.build_timeout_s, "measuring the task's footprint")
+        except WorkerDied as exc:
+            raise TaskBroken(f"the task's reference process failed during measuring ({exc.status}): {exc}") from None
+        footprint = reply.get("footprint") if reply.get("ok") else None
+        if not isinstance(footprint, dict) or not all(isinstance(footprint.get(k), int) for k in FOOTPRINT):
+            return None
+        return {k: max(0, footprint[k]) for k in FOOTPRINT}
+
+    def build(self, cand_path: Path, init_seed: int) -> None:
+        """Import the task and construct `Model` under `init_seed` (once)."""
+        if self.built:
+            return
+        self.import_task(cand_path)
         command = {
             "cmd": "load",
             "seed": init_seed,

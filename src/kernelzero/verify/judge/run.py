@@ -87,14 +87,32 @@ def _judge_env(backend: Backend, opts: VerifyOptions) -> dict[str, str]:
 def run_judge(
     task: Task, source: str, backend: Backend, opts: VerifyOptions, standby: Standby | None = None
 ) -> Verdict:
-    """Verify `source` in a judge process (a standby one when `standby` has one ready)."""
+    """Verify `source` in a judge process (a standby one when `standby` has one ready).
+
+    A judge that dies or runs past its budget, or that reports a fault another tenant of the GPU may have caused
+    (judge/faults.py), is run once more in a fresh process with `gpu_alone` (its memory lease waits until it is
+    alone on the GPU); if that one dies too, the verdict is `infra_error` (never the candidate's `crash`)."""
+    start = time.monotonic()
+    verdict, why, log = _judge_once(task, source, backend, opts, standby)
+    if why is not None:
+        verdict, again, log = _judge_once(task, source, backend, replace(opts, gpu_alone=True), None)
+        if again is not None:
+            message = f"{again} (and before, on the first try: {why})"[:1500]
+            return early_verdict(task, source, backend.name, opts, "infra_error", "judge", message, error_log=log)
+        verdict = replace(verdict, notes=(*verdict.notes, f"verified again alone on the GPU after: {why[:300]}"))
+    return replace(verdict, stage_seconds={**verdict.stage_seconds, "total": round(time.monotonic() - start, 3)})
+
+
+def _judge_once(
+    task: Task, source: str, backend: Backend, opts: VerifyOptions, standby: Standby | None
+) -> tuple[Verdict | None, str | None, str]:
+    """One judge process: (its verdict, None, "") or (None, why it is to be retried alone, its output's tail)."""
     budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
     with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "result.json")
         request.write_text(
             json.dumps({"task": to_dict(task), "source": source, "backend": to_dict(backend), "options": asdict(opts)})
         )
-        start = time.monotonic()
         proc = _standby_judge(standby, _judge_env(backend, opts), opts, request, result)
         if proc is None:
             argv = ["-m", "kernelzero.verify.judge.launch", "--parent", str(os.getpid()), str(request), str(result)]
@@ -111,9 +129,7 @@ def run_judge(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.communicate()
-            return early_verdict(
-                task, source, backend.name, opts, "timeout", "judge", f"verification took over {budget:.0f} s"
-            )
+            return None, f"the verifier's judge process took over {budget:.0f} s", ""
         if result.exists():  # the judge closed its output after writing it: its own teardown is not waited for
             threading.Thread(target=proc.wait, daemon=True).start()
         else:
@@ -123,10 +139,10 @@ def run_judge(
                 os.killpg(proc.pid, 9)
                 proc.wait()
             tail = out.decode(errors="replace")[-1500:]
-            message = f"the verifier's judge process died (exit {proc.returncode})"
-            return early_verdict(task, source, backend.name, opts, "crash", "judge", message, error_log=tail)
+            return None, f"the verifier's judge process died (exit {proc.returncode})", tail
         payload = json.loads(result.read_text())
     if "error" in payload:
         raise ValueError(payload["error"])
-    verdict = verdict_from_dict(payload["verdict"])
-    return replace(verdict, stage_seconds={**verdict.stage_seconds, "total": round(time.monotonic() - start, 3)})
+    if "retry_alone" in payload:
+        return None, str(payload["retry_alone"]), ""
+    return verdict_from_dict(payload["verdict"]), None, ""

@@ -35,7 +35,7 @@ import math
 import os
 import secrets
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -296,7 +296,7 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
         judge.notes.append(f"launch-bound (a call under {LAUNCH_BOUND_MS * 1e3:.0f} us): speedup not resolvable")
     compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
     if speedup is not None and speedup > judge.opts.speedup_cap and not judge.opts.confirming:
-        rejected = judge.confirm_speedup(speedup)
+        rejected = confirm_speedup(judge, speedup)
         if rejected is not None:
             return rejected
     status, message, per = policy_result(judge, "correct", "")
@@ -334,3 +334,32 @@ def take_solo_reference(judge: Judge) -> None:
     with exclusive_gpu():
         judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
     judge.timed("solo_reference", start)
+
+
+def confirm_speedup(judge: Judge, speedup: float) -> Verdict | None:
+    """Re-verify an implausible speedup in a fresh worker with more trials, sets and timed calls.
+
+    None when the second run is correct and its speedup is at least half the first; else a verdict
+    `unconfirmed_speedup` saying what the second run found. It runs inside the first's leases (re-entrant).
+    """
+    opts = replace(
+        judge.opts,
+        confirming=True,
+        trials=max(10, judge.opts.trials),
+        timed_calls=100,
+        timing_budget_s=max(1.0, judge.opts.timing_budget_s),
+        seed=None,
+    )
+    second = type(judge)(judge.task, judge.source, judge.backend, opts).run()
+    if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
+        judge.notes.append(
+            f"speedup {speedup:.1f}x over the {judge.opts.speedup_cap:g}x cap confirmed by a stricter "
+            f"second verification ({second.speedup_eager:.1f}x)"
+        )
+        return None
+    found = second.message or f"{second.status}, {second.speedup_eager or 0:.2f}x"
+    return judge.verdict(
+        "unconfirmed_speedup",
+        "timing",
+        f"{speedup:.1f}x over eager was not confirmed by a stricter second verification: {found}",
+    )

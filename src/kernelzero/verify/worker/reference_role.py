@@ -8,7 +8,8 @@ parameters match through seeded initialisation even when their names differ) and
 Everything this process sends back is JSON plus raw tensor bytes (`channel.pack_values`); the judge never
 unpickles it.
 
-Commands beyond the candidate worker's: `load` (construct `Model`, send back the init inputs and the initial
+Commands beyond the candidate worker's: `measure` (the task's footprint on the meta device: bytes of parameters, one
+input set and the outputs, for the judge's GPU memory lease; touches no GPU memory), `load` (construct `Model`, send back the init inputs and the initial
 parameters), `draw` (input sets from seeds), `run` (the expected outputs; in float64 with `fp64`), and `time`
 (the same timed protocol as the candidate's, for interleaved timing).
 """
@@ -44,12 +45,38 @@ class ReferenceWorker(Worker):
         self.dtype = "fp32"
 
     def extra_commands(self) -> dict:
-        return {"draw": self.draw}
+        return {"draw": self.draw, "measure": self.measure}
 
     def warm_dispatch_first(self, req: dict[str, Any]) -> bool:
         """Only on a GPU, where the reference's timing blocks carry audit calls with the op recorder (as the
         candidate's do); on a CPU nothing of the reference is recorded, and the seconds of imports are saved."""
         return req["device"].startswith("cuda")
+
+    def measure(self, req: dict[str, Any]) -> None:
+        """The task's footprint in bytes at `dtype`, from a construction, a draw and a forward on the meta device
+        (shapes only: nothing is computed or allocated). `ok: False` when the task's code does not run there
+        (data-dependent shapes, `.item()`): the judge then leases a default."""
+        module, size = self.module, DTYPES[req["dtype"]].itemsize
+
+        def nbytes(tensors: list) -> int:
+            return sum(t.numel() * (size if t.is_floating_point() else t.element_size()) for t in tensors)
+
+        try:
+            with torch.device("meta"), torch.no_grad():
+                model = module.Model(*module.get_init_inputs())
+                inputs = list(module.get_inputs())
+                outs = flatten(model(*inputs))
+                inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
+            footprint = {
+                "params": nbytes([*model.parameters(), *model.buffers()]),
+                "inputs": nbytes(inputs),
+                "outputs": nbytes(outs),
+            }
+        except BaseException as exc:  # noqa: BLE001 - any failure: no measurement, the judge leases a default
+            return send_msg(self.out, {"ok": False, "message": f"{type(exc).__name__}: {str(exc)[:300]}"})
+        finally:
+            torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        send_msg(self.out, {"ok": True, "footprint": footprint})
 
     def load(self, req: dict[str, Any]) -> None:
         """Construct Model under `seed`; reply with the init inputs and the initial parameters (on the CPU)."""

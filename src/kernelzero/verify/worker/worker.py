@@ -98,8 +98,11 @@ class Worker:
                 self.hooks.append(hook)
         self.guards.snapshot()
         if self.device.startswith("cuda"):
-            torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
-            torch.zeros(1, device=self.device)  # the CUDA context, made before the judge takes the GPU
+            try:  # the CUDA context, made before the judge takes the GPU and before any candidate code runs
+                torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
+                torch.zeros(1, device=self.device)
+            except BaseException as exc:  # the GPU, not the candidate: the judge blames it right (judge/faults.py)
+                return {**self.error_reply(exc, "context"), "status": "oom" if classify(exc) == "oom" else "crash"}
         start = time.perf_counter()
         try:
             spec = importlib.util.spec_from_file_location("candidate", req["path"])

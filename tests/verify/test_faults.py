@@ -1,0 +1,152 @@
+"""Faults blamed right (verify/judge/faults.py, judge/run.py), on CPU with real judges and sandboxes: a task that
+fails alone is `task_broken` (a verdict, never an exception); a reference the candidate kills is the candidate's
+fault; a judge killed from outside is verified again, and a second death is `infra_error`, never `crash`. The rules
+for faults another GPU tenant may cause (a retry alone on the GPU) are checked on their decisions here and on the
+H200 by the GPU suite."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kernelzero.types import Task
+from kernelzero.verify import options_for, verify
+from kernelzero.verify.judge.faults import RetryAlone, check_candidate_fault, looks_oom
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+CANDIDATE = (KERNELS / "correct" / "triton_leaky_relu.py").read_text()
+TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, negative_slope):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        {body}
+        return torch.nn.functional.leaky_relu(x, self.negative_slope)
+
+def get_inputs():
+    return [torch.randn(1000)]
+
+def get_init_inputs():
+    return [0.1]
+"""
+OPTS = options_for(device="cpu", trials=2, compile_check=False)
+
+# Kills the task's reference process (its sibling: the other worker the judge started) on the first forward call.
+KILLER = CANDIDATE.replace(
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
+    """    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import os as _os
+        for pid in _os.listdir("/proc"):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+                ppid = [l for l in open(f"/proc/{pid}/status").read().splitlines() if l.startswith("PPid:")]
+            except OSError:
+                continue
+            if b"reference" in cmd and ppid and int(ppid[0].split()[1]) == _os.getppid():
+                _os.kill(int(pid), 9)
+""",
+)
+
+
+def test_a_task_that_fails_alone_is_task_broken_not_an_exception():
+    task = Task(name="broken/forward", source=TASK.format(body="raise RuntimeError('the task forward fails')"))
+    verdict = verify(task, CANDIDATE, "triton", OPTS)
+    assert verdict.status == "task_broken", verdict.message
+    assert "the task itself is broken" in verdict.message and "clean retry" in verdict.message
+
+
+def test_a_task_whose_source_cannot_run_is_task_broken():
+    task = Task(name="broken/import", source="raise RuntimeError('task import fails')\n")
+    verdict = verify(task, CANDIDATE, "triton", OPTS)
+    assert verdict.status == "task_broken" and "task import fails" in verdict.message
+
+
+def test_a_reference_killed_by_the_candidate_is_the_candidates_fault():
+    assert KILLER != CANDIDATE
+    task = Task(name="fine/leaky", source=TASK.format(body="pass"))
+    opts = options_for(device="cpu", trials=3, compile_check=False, static_checks=False)
+    verdict = verify(task, KILLER, "triton", opts)
+    assert verdict.status == "tampered", (verdict.status, verdict.message)
+    assert "works alone" in verdict.message
+    assert verify(task, CANDIDATE, "triton", opts).status == "correct"  # the same task is fine without the killer
+
+
+def _judges() -> set[int]:
+    """The judge processes this test process started that are still alive (or tearing down)."""
+    me, found = str(os.getpid()).encode(), set()
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"kernelzero.verify.judge.launch" in cmd and me in cmd:
+            found.add(int(pid))
+    return found
+
+
+def _kill_judges(count: int, earlier: set[int], stop: threading.Event, killed: list[int]) -> None:
+    """SIGKILL the first `count` judge processes started after `earlier` was taken, each once it runs."""
+    while len(killed) < count and not stop.is_set():
+        for pid in sorted(_judges() - earlier - set(killed)):
+            time.sleep(0.5)  # let it start its workers first
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            killed.append(pid)
+            break
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("deaths", [1, 2])
+def test_a_judge_killed_from_outside_is_verified_again_and_twice_is_infra_error(deaths):
+    task = Task(name="fine/leaky", source=TASK.format(body="pass"))
+    stop, killed = threading.Event(), []
+    earlier = _judges()  # judges of earlier tests may still be tearing down: not ours to kill
+    killer = threading.Thread(target=_kill_judges, args=(deaths, earlier, stop, killed), daemon=True)
+    killer.start()
+    try:
+        verdict = verify(task, CANDIDATE, "triton", OPTS)
+    finally:
+        stop.set()
+        killer.join(10)
+    assert len(killed) == deaths
+    if deaths == 1:
+        assert verdict.status == "correct", verdict.message
+        assert any("verified again alone" in n for n in verdict.notes), verdict.notes
+    else:
+        assert verdict.status == "infra_error" and verdict.stage == "judge", (verdict.status, verdict.message)
+        assert "died" in verdict.message
+
+
+def _judge(device: str, alone: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(device=device, opts=SimpleNamespace(gpu_alone=alone))
+
+
+def test_faults_another_gpu_tenant_may_cause_are_retried_alone_once():
+    first, alone, cpu = _judge("cuda"), _judge("cuda", alone=True), _judge("cpu")
+    cuda_oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
+    with pytest.raises(RetryAlone):
+        check_candidate_fault(first, "oom", "correctness", cuda_oom)
+    with pytest.raises(RetryAlone):
+        check_candidate_fault(first, "crash", "correctness", "killed by SIGKILL", exit_signal="SIGKILL")
+    with pytest.raises(RetryAlone):
+        check_candidate_fault(first, "oom", "context", "CUDA error: out of memory")
+    check_candidate_fault(alone, "oom", "correctness", cuda_oom)  # alone: the candidate's own verdict
+    check_candidate_fault(cpu, "oom", "correctness", cuda_oom)  # no GPU shared here
+    check_candidate_fault(first, "oom", "correctness", "host memory over the limit (40.1 GiB) during trial 0")
+    check_candidate_fault(first, "crash", "correctness", "an illegal memory access was encountered")
+    check_candidate_fault(first, "crash", "correctness", "killed by SIGSEGV", exit_signal="SIGSEGV")
+    assert looks_oom("RuntimeError: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate")
+    assert not looks_oom("host memory over the limit (33.0 GiB) during the reference forward: out of memory")
