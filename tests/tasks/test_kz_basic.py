@@ -104,7 +104,9 @@ def test_cheap_tasks_pass_the_strict_check_at_bench_sizes_on_cpu(suite):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_every_task_passes_the_strict_check_at_bench_sizes_on_gpu(suite):
-    results = list(check_tasks(suite.tasks, CheckOptions(device="cuda", strict=True, jobs=1, timeout_s=300)))
+    # 4 checks at once (the GPU gate's time limit): a forward timed beside others is slower, never faster, so the
+    # 0.1 ms floor below stays a sound check.
+    results = list(check_tasks(suite.tasks, CheckOptions(device="cuda", strict=True, jobs=4, timeout_s=300)))
     assert len(results) == len(suite.tasks)
     assert not _failures(results)
     too_fast = [f"{r.name}: {r.forward_ms:.3f} ms" for r in results if r.forward_ms is not None and r.forward_ms < 0.1]

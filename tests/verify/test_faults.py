@@ -17,7 +17,7 @@ import pytest
 
 from kernelzero.types import Task
 from kernelzero.verify import options_for, verify
-from kernelzero.verify.judge.faults import RetryAlone, check_candidate_fault, looks_oom
+from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, looks_oom
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 CANDIDATE = (KERNELS / "correct" / "triton_leaky_relu.py").read_text()
@@ -130,23 +130,39 @@ def test_a_judge_killed_from_outside_is_verified_again_and_twice_is_infra_error(
         assert "died" in verdict.message
 
 
-def _judge(device: str, alone: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(device=device, opts=SimpleNamespace(gpu_alone=alone))
+def _judge(device: str, alone: bool = False, **stage_s) -> SimpleNamespace:
+    """What blame_candidate_fault reads of a Judge: its device, options, measured stage values and verdict maker."""
+    return SimpleNamespace(
+        device=device,
+        opts=SimpleNamespace(gpu_alone=alone),
+        stage_s=stage_s,
+        verdict=lambda status, stage, message: (status, stage),
+    )
 
 
 def test_faults_another_gpu_tenant_may_cause_are_retried_alone_once():
-    first, alone, cpu = _judge("cuda"), _judge("cuda", alone=True), _judge("cpu")
+    first, cpu = _judge("cuda"), _judge("cpu")
     cuda_oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
-    with pytest.raises(RetryAlone):
-        check_candidate_fault(first, "oom", "correctness", cuda_oom)
-    with pytest.raises(RetryAlone):
-        check_candidate_fault(first, "crash", "correctness", "killed by SIGKILL", exit_signal="SIGKILL")
-    with pytest.raises(RetryAlone):
-        check_candidate_fault(first, "oom", "context", "CUDA error: out of memory")
-    check_candidate_fault(alone, "oom", "correctness", cuda_oom)  # alone: the candidate's own verdict
-    check_candidate_fault(cpu, "oom", "correctness", cuda_oom)  # no GPU shared here
-    check_candidate_fault(first, "oom", "correctness", "host memory over the limit (40.1 GiB) during trial 0")
-    check_candidate_fault(first, "crash", "correctness", "an illegal memory access was encountered")
-    check_candidate_fault(first, "crash", "correctness", "killed by SIGSEGV", exit_signal="SIGSEGV")
+    for status, stage, message, signal_name in (
+        ("oom", "correctness", cuda_oom, ""),
+        ("crash", "correctness", "killed by SIGKILL", "SIGKILL"),
+        ("oom", "context", "CUDA error: out of memory", ""),
+    ):
+        with pytest.raises(RetryAlone):
+            blame_candidate_fault(first, status, stage, message, signal_name)
+    assert blame_candidate_fault(cpu, "oom", "correctness", cuda_oom) is None  # no GPU shared here
+    host = "host memory over the limit (40.1 GiB) during trial 0"
+    assert blame_candidate_fault(first, "oom", "correctness", host) is None  # the candidate's own limit
+    assert blame_candidate_fault(first, "crash", "correctness", "an illegal memory access was encountered") is None
+    assert blame_candidate_fault(first, "crash", "correctness", "killed by SIGSEGV", "SIGSEGV") is None
     assert looks_oom("RuntimeError: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate")
     assert not looks_oom("host memory over the limit (33.0 GiB) during the reference forward: out of memory")
+
+
+def test_alone_on_the_gpu_an_out_of_memory_is_the_candidates_unless_other_programs_held_the_memory():
+    roomy = _judge("cuda", alone=True, gpu_foreign_gib=2.0, gpu_need_gib=20.0, gpu_total_gib=139.8)
+    crowded = _judge("cuda", alone=True, gpu_foreign_gib=125.0, gpu_need_gib=20.0, gpu_total_gib=139.8)
+    cuda_oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
+    assert blame_candidate_fault(roomy, "oom", "correctness", cuda_oom) is None  # the candidate's `oom`
+    assert blame_candidate_fault(crowded, "oom", "correctness", cuda_oom) == ("infra_error", "gpu_memory")
+    assert blame_candidate_fault(roomy, "oom", "context", "CUDA error: out of memory") == ("infra_error", "gpu_memory")

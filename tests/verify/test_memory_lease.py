@@ -32,8 +32,9 @@ with memory_lease(need, "gpu-test", budget) as waited:
 
 @pytest.fixture
 def lock_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory, "LOCK_DIR", tmp_path)
-    return tmp_path
+    locks = tmp_path / "locks"  # not there yet: the first lease makes it
+    monkeypatch.setattr(memory, "LOCK_DIR", locks)
+    return locks
 
 
 def _holder(lock_dir: Path, need: int, budget: int, hold_s: int, mark: Path) -> subprocess.Popen:
@@ -175,3 +176,61 @@ def test_eight_verifications_of_a_20_gb_task_at_once_all_get_their_true_verdicts
     waits = sorted(v.stage_seconds.get("gpu_mem_wait", 0) for v in verdicts)
     assert waits[-2] > 0.5, waits  # 8 x 20 GB do not fit at once: the lease made some wait
     assert not any("verified again alone" in n for v in verdicts for n in v.notes)  # no out-of-memory retries
+
+
+def _judge_pids() -> set[int]:
+    me, found = str(os.getpid()).encode(), set()
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"kernelzero.verify.judge.launch" in cmd and me in cmd:
+            found.add(int(pid))
+    return found
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_exclusive
+@pytest.mark.parametrize("tenant_leaves", [True, False])
+def test_an_out_of_memory_another_program_causes_is_retried_alone_and_never_blamed_on_the_candidate(tenant_leaves):
+    """Another program (this test process, with no lease) holds all but 6 GB of the GPU while a 20 GB task is
+    verified: the first try runs out of memory and is retried alone; if the program has let go by then, the verdict
+    is the true one; if not, it is `infra_error`, never the candidate's `oom` or `crash` nor the task's fault.
+    Marker `gpu_exclusive`: the GPU gate runs it after the others (its tenant would starve them too)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from kernelzero.types import Task
+    from kernelzero.verify import options_for, verify
+
+    free, _ = torch.cuda.mem_get_info()
+    tenant = [torch.empty(free - 6 * GB, dtype=torch.uint8, device="cuda")]
+    earlier, stop = _judge_pids(), threading.Event()
+
+    def leave_at_the_retry() -> None:  # the second judge is the retry: the tenant lets go as it starts
+        seen: set[int] = set()
+        while not stop.is_set():
+            seen |= _judge_pids() - earlier
+            if len(seen) >= 2:
+                tenant.clear()
+                torch.cuda.empty_cache()
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=leave_at_the_retry, daemon=True)
+    if tenant_leaves:
+        watcher.start()
+    try:
+        task = Task(name="memory/leaky_relu_1.5GiB", source=BIG_TASK)
+        source = (KERNELS / "correct" / "triton_leaky_relu.py").read_text()
+        verdict = verify(task, source, "triton", options_for(device="cuda", trials=2, time_it=False))
+    finally:
+        stop.set()
+        tenant.clear()
+        torch.cuda.empty_cache()
+    if tenant_leaves:
+        assert verdict.status == "correct", (verdict.status, verdict.message)
+        assert any("verified again alone" in n for n in verdict.notes), verdict.notes
+    else:
+        assert verdict.status == "infra_error", (verdict.status, verdict.stage, verdict.message)

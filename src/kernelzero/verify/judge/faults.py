@@ -23,8 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
+from kernelzero.verify.judge.memory import foreign_starved
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.sandbox.process import scratch_folder
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
     from kernelzero.verify.judge.judge import Judge
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cublas_status_alloc_failed", "cudaerrormemoryallocation")
-LOW_FREE_SHARE = 0.5  # alone, a reference out of memory with less than this share of the GPU free: others hold it
 
 
 class RetryAlone(Exception):
@@ -52,21 +50,23 @@ def shared_gpu(judge: Judge) -> bool:
     return judge.device == "cuda" and not judge.opts.gpu_alone
 
 
-def check_candidate_fault(judge: Judge, status: str, stage: str, message: str, exit_signal: str = "") -> None:
-    """Raise RetryAlone when the candidate's process failed in a way another tenant may have caused."""
-    if not shared_gpu(judge):
-        return
-    if stage == "context" or (status == "oom" and looks_oom(message)) or exit_signal == "SIGKILL":
-        raise RetryAlone(f"the candidate's process: {status} at {stage}: {message[:300]}")
-
-
-def context_failed(judge: Judge, reply: dict) -> Verdict | None:
-    """Alone on the GPU, a CUDA context that cannot be made before any candidate code ran is the machine's fault."""
-    if reply.get("stage") != "context":
+def blame_candidate_fault(judge: Judge, status: str, stage: str, message: str, exit_signal: str = "") -> Verdict | None:
+    """After the candidate's process failed: raise RetryAlone on a first run on a GPU when another tenant may be to
+    blame; alone, the `infra_error` verdict when it was the machine's doing (no CUDA context could be made before any
+    candidate code ran, or other programs held the memory this verification needs); else None (the candidate's)."""
+    external = stage == "context" or (status == "oom" and looks_oom(message)) or exit_signal == "SIGKILL"
+    if not external or judge.device != "cuda":
         return None
-    return judge.verdict(
-        "infra_error", "gpu_memory", f"no CUDA context for the candidate's process: {reply['message']}"
-    )
+    if shared_gpu(judge):
+        raise RetryAlone(f"the candidate's process: {status} at {stage}: {message[:300]}")
+    if stage == "context":
+        return judge.verdict("infra_error", "gpu_memory", f"no CUDA context for the candidate's process: {message}")
+    if status == "oom" and foreign_starved(judge.stage_s):
+        foreign = judge.stage_s["gpu_foreign_gib"]
+        return judge.verdict(
+            "infra_error", "gpu_memory", f"out of GPU memory while other programs held {foreign:.1f} GiB: {message}"
+        )
+    return None
 
 
 def reference_alone(judge: Judge) -> str | None:
@@ -88,11 +88,6 @@ def reference_alone(judge: Judge) -> str | None:
             ref.close()
 
 
-def _gpu_mostly_taken() -> bool:
-    free, total = torch.cuda.mem_get_info()
-    return free < LOW_FREE_SHARE * total
-
-
 def reference_failed(judge: Judge, exc: TaskBroken, candidate) -> Verdict:
     """The verdict after the task's reference failed (`candidate`: the candidate's WorkerProcess, killed first)."""
     text = str(exc)
@@ -103,7 +98,7 @@ def reference_failed(judge: Judge, exc: TaskBroken, candidate) -> Verdict:
         candidate.kill()  # the clean retry runs with no candidate alive
     alone = reference_alone(judge)
     if alone is not None:
-        if judge.device == "cuda" and looks_oom(alone) and _gpu_mostly_taken():
+        if judge.device == "cuda" and looks_oom(alone) and foreign_starved(judge.stage_s):
             return judge.verdict(
                 "infra_error",
                 "gpu_memory",

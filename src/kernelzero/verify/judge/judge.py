@@ -23,7 +23,7 @@ from kernelzero.verify.backends import BACKENDS, backend_module
 from kernelzero.verify.feedback import feedback_for
 from kernelzero.verify.judge.anticheat import first_filter_verdict, policy_result
 from kernelzero.verify.judge.compare import compare, same_inputs
-from kernelzero.verify.judge.faults import RetryAlone, check_candidate_fault, context_failed, reference_failed
+from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
 from kernelzero.verify.judge.memory import judge_memory_lease
 from kernelzero.verify.judge.reference import Reference
@@ -126,8 +126,7 @@ class Judge:
 
     def failed(self, reply: dict) -> Verdict:
         """The verdict of a worker reply that reports a failure (RetryAlone when another tenant may be to blame)."""
-        check_candidate_fault(self, reply["status"], reply["stage"], reply["message"])
-        machine = context_failed(self, reply)
+        machine = blame_candidate_fault(self, reply["status"], reply["stage"], reply["message"])
         if machine is not None:
             return machine
         return self.verdict(reply["status"], reply["stage"], reply["message"], error_log=reply.get("log", ""))
@@ -181,13 +180,16 @@ class Judge:
                 self.timed("ipc_check", start)
                 if why:
                     self.notes.append(f"GPU tensors moved through host memory (CUDA IPC unavailable: {why[:200]})")
-            with judge_memory_lease(self):
-                try:
+            try:
+                with judge_memory_lease(self):  # measures the task's footprint in the reference's process first
                     return self._stages(worker, started)
-                except TaskBroken as exc:
-                    return reference_failed(self, exc, worker)
+            except TaskBroken as exc:
+                return reference_failed(self, exc, worker)
         except WorkerDied as exc:
-            check_candidate_fault(self, exc.status, self.fields.get("stage_hint", "load"), str(exc), exc.exit_signal)
+            stage = self.fields.get("stage_hint", "load")
+            machine = blame_candidate_fault(self, exc.status, stage, str(exc), exc.exit_signal)
+            if machine is not None:
+                return machine
             return self.verdict(
                 exc.status,
                 self.fields.get("stage_hint", "load"),

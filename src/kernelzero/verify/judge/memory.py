@@ -57,13 +57,16 @@ def verification_need(footprint: dict | None, params_copies: int = 2) -> int:
 def _folder(uuid: str) -> Path:
     folder = LOCK_DIR / f"{uuid}.mem"
     folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        LOCK_DIR.chmod(0o1777)
     return folder
 
 
-def _open_lock(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600 if os.geteuid() == 0 else 0o644)
+def _open_lock(name: str) -> int:
+    """A lock file in LOCK_DIR (made on first use, as lease.py makes it: sticky and open to every user)."""
+    if not LOCK_DIR.is_dir():
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            LOCK_DIR.chmod(0o1777)
+    return os.open(LOCK_DIR / name, os.O_RDWR | os.O_CREAT, 0o600 if os.geteuid() == 0 else 0o644)
 
 
 def leased_bytes(uuid: str) -> tuple[int, int]:
@@ -92,7 +95,7 @@ def leased_bytes(uuid: str) -> tuple[int, int]:
 
 def _try_take(uuid: str, need: int, budget: int) -> dict | None:
     """Take `need` bytes if they fit in `budget` beside the live leases; the lease record, or None."""
-    lock = _open_lock(LOCK_DIR / f"{uuid}.memlock")
+    lock = _open_lock(f"{uuid}.memlock")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         held, count = leased_bytes(uuid)
@@ -120,7 +123,7 @@ def memory_lease(need: int, uuid: str, budget: int, alone: bool = False) -> Iter
             held["depth"] -= 1
         return
     start = time.perf_counter()
-    turn = _open_lock(LOCK_DIR / f"{uuid}.memturn")
+    turn = _open_lock(f"{uuid}.memturn")
     try:
         fcntl.flock(turn, fcntl.LOCK_EX)  # one waiter at a time: first come, first served
         while (held := _try_take(uuid, need, budget)) is None:
@@ -155,9 +158,20 @@ def judge_memory_lease(judge) -> Iterator[None]:
         judge.notes.append(f"the task's footprint could not be measured: GPU memory leased {DEFAULT_NEED / GIB:.0f} GB")
     need = verification_need(footprint)
     with current_gpu_lease(need, judge.opts.gpu_mem_gb, judge.opts.gpu_alone) as (waited, leased):
-        judge.stage_s["gpu_mem_wait"] = round(waited, 4)
-        judge.stage_s["gpu_mem_gib"] = round(leased / GIB, 3)
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        judge.stage_s.update(gpu_mem_wait=round(waited, 4), gpu_mem_gib=round(leased / GIB, 3))
+        judge.stage_s.update(gpu_need_gib=round(need / GIB, 3), gpu_total_gib=round(total / GIB, 3))
+        if judge.opts.gpu_alone:  # no other verification holds this GPU now: what is taken is other programs'
+            judge.stage_s["gpu_foreign_gib"] = round(max(0, total - free - 3 * CONTEXT_BYTES) / GIB, 3)
         yield
+
+
+def foreign_starved(stage_s: dict) -> bool:
+    """Alone on the GPU, other programs (no lease of ours) hold so much that this verification's need did not fit."""
+    foreign = stage_s.get("gpu_foreign_gib")
+    return foreign is not None and foreign + stage_s.get("gpu_need_gib", 0.0) > stage_s.get("gpu_total_gib", 0.0)
 
 
 @contextlib.contextmanager
