@@ -41,21 +41,39 @@ class Failure:
     mismatch: Mismatch | None = None
 
 
+CHUNK = 1 << 24  # elements compared at once: float64 temporaries of 128 MiB, so the judge's memory stays bounded
+
+
 def _wide(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.complex128) if x.is_complex() else x.double()
 
 
+def _chunks(exp: torch.Tensor, got: torch.Tensor):
+    """(offset, expected, got) over the flattened outputs, CHUNK elements at a time, widened to 64 bits."""
+    e, g = exp.reshape(-1), got.reshape(-1)
+    for start in range(0, e.numel(), CHUNK):
+        yield start, _wide(e[start : start + CHUNK]), _wide(g[start : start + CHUNK])
+
+
 def _worst(exp: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, trial: int, k: int) -> tuple[Mismatch, str]:
-    """The worst element, and for a complex output which part of it the Mismatch's values are."""
-    e, g = _wide(exp), _wide(got)
-    err = (g - e).abs()
-    rel = err / (e.abs() + 1e-12)
-    bad = err > atol + rtol * e.abs()
-    bad |= torch.isnan(g) & ~torch.isnan(e)
-    score = torch.where(torch.isfinite(err), err - (atol + rtol * e.abs()), torch.full_like(err, float("inf")))
-    flat = int(torch.argmax(score.reshape(-1))) if score.numel() else 0
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), e.shape)) if e.dim() else ()
-    ev, gv = (e.reshape(-1)[flat], g.reshape(-1)[flat]) if e.numel() else (torch.tensor(0.0), torch.tensor(0.0))
+    """The worst element, and for a complex output which part of it the Mismatch's values are (chunk by chunk)."""
+    best, flat, max_abs, max_rel, bad_count = -float("inf"), 0, 0.0, 0.0, 0
+    for start, e, g in _chunks(exp, got):
+        err = (g - e).abs()
+        tol = atol + rtol * e.abs()
+        bad = (err > tol) | (torch.isnan(g) & ~torch.isnan(e))
+        bad_count += int(bad.sum())
+        score = torch.where(torch.isfinite(err), err - tol, torch.full_like(err, float("inf")))
+        at = int(torch.argmax(score))
+        if float(score[at]) > best:  # strictly: the first worst element wins, as one argmax over all would pick
+            best, flat = float(score[at]), start + at
+        max_abs = max(max_abs, float(torch.nan_to_num(err, nan=float("inf")).max()))
+        max_rel = max(max_rel, float(torch.nan_to_num(err / (e.abs() + 1e-12), nan=float("inf")).max()))
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), exp.shape)) if exp.dim() else ()
+    if exp.numel():
+        ev, gv = _wide(exp.reshape(-1)[flat]), _wide(got.reshape(-1)[flat])
+    else:
+        ev, gv = torch.tensor(0.0), torch.tensor(0.0)
     part = ""
     if ev.is_complex():  # a Mismatch holds reals: the part that is further off
         imag = bool((gv.imag - ev.imag).abs() > (gv.real - ev.real).abs())
@@ -67,9 +85,9 @@ def _worst(exp: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, trial
         index=index,
         expected=float(ev),
         got=float(gv),
-        max_abs_err=float(torch.nan_to_num(err, nan=float("inf")).max()) if err.numel() else 0.0,
-        max_rel_err=float(torch.nan_to_num(rel, nan=float("inf")).max()) if rel.numel() else 0.0,
-        bad_fraction=float(bad.double().mean()) if bad.numel() else 0.0,
+        max_abs_err=max_abs,
+        max_rel_err=max_rel,
+        bad_fraction=bad_count / exp.numel() if exp.numel() else 0.0,
     )
     return mismatch, part
 
@@ -120,10 +138,10 @@ def _exact_failure(exp: torch.Tensor, out: torch.Tensor, trial: int, k: int) -> 
 
 def _close_failure(exp: torch.Tensor, out: torch.Tensor, atol: float, rtol: float, trial: int, k: int):
     """The Failure of a floating-point or complex output outside the tolerance, else None."""
-    if not bool(torch.isfinite(out)[torch.isfinite(exp)].all()):
+    if not all(bool(torch.isfinite(g)[torch.isfinite(e)].all()) for _, e, g in _chunks(exp, out)):
         m, _ = _worst(exp, out, atol, rtol, trial, k)
         return Failure("nan_or_inf", f"NaN or Inf where the reference is finite (first at {list(m.index)})", m)
-    if bool(torch.isclose(_wide(out), _wide(exp), atol=atol, rtol=rtol, equal_nan=True).all()):
+    if all(bool(torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True).all()) for _, e, g in _chunks(exp, out)):
         return None
     m, part = _worst(exp, out, atol, rtol, trial, k)
     return Failure(
