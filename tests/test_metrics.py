@@ -239,3 +239,37 @@ def test_fast_p_lower_counts_only_speedups_whose_interval_clears_p():
     m = summarise([], [with_ci("a", 1.3, 1.2), with_ci("b", 1.1, 0.97), record("c", 0, "mismatch")], ks=(1,))
     assert m["overall"]["fast_p"]["1"] == pytest.approx(2 / 3)  # the point estimate: a and b
     assert m["overall"]["fast_p_lower"]["1"] == pytest.approx(1 / 3)  # beyond the noise: a only
+
+
+def test_skipped_samples_are_left_out_of_every_metric_and_counted_apart():
+    # task a: 0 infra_error, 1 correct (2.0x), 2 mismatch, 3 task_broken -> judged n = 2, c = 1, first = sample 1
+    # task b: 0 correct (4.0x), 1 infra_error                           -> judged n = 1, c = 1, first = sample 0
+    # task c: every sample skipped                                      -> not a task of the metrics
+    records = [
+        record("a", 0, "infra_error", device="cpu"),
+        record("a", 1, "correct", eager=2.0),
+        record("a", 2, "mismatch"),
+        record("a", 3, "task_broken", device="cpu"),
+        record("b", 0, "correct", eager=4.0),
+        record("b", 1, "infra_error"),
+        record("c", 0, "task_broken", policies={"strict": "correct"}),  # a skipped status wins over any policy's
+        record("c", 1, "infra_error"),
+    ]
+    for policy in (None, "strict"):
+        m = summarise([], records, ks=(1, 2), ps=(0.0, 1.0, 3.0), policy=policy)["overall"]
+        assert (m["tasks"], m["samples"], m["correct"]) == (2, 3, 2)
+        assert m["samples_per_task"] == {"min": 1, "max": 2}
+        assert m["pass@k"] == {"1": 0.75} and m["not_estimated"] == [2]  # (1/2 + 1/1) / 2; k=2 above task b's n
+        assert m["fast_p"] == {"0": 1.0, "1": 1.0, "3": 0.5}  # first judged samples: a#1 (2.0x), b#0 (4.0x)
+        assert m["fast_p@k"]["3"] == {"1": 0.5}  # (0/2 + 1/1) / 2: only b#0 is faster than 3x
+        assert m["geomean_speedup"]["eager"] == pytest.approx(8**0.5)
+        assert m["statuses"] == {"correct": 2, "mismatch": 1}
+        assert m["skipped"] == {"infra_error": 3, "task_broken": 2}
+
+
+def test_a_run_of_skipped_samples_only_has_no_metrics_and_no_timings():
+    m = summarise([], [record("a", 0, "infra_error"), record("a", 1, "task_broken")], ks=(1,))
+    assert m["timed"] == {"eager": False, "compile": False}  # a GPU's name on skipped verdicts does not count
+    o = m["overall"]
+    assert (o["tasks"], o["samples"], o["pass@k"], o["fast_p"]) == (0, 0, {}, None)
+    assert o["skipped"] == {"infra_error": 1, "task_broken": 1}

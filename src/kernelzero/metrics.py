@@ -12,6 +12,10 @@ one definition. They follow KernelBench's definitions:
   eager baseline): the share of tasks that are faster than p beyond the timing noise. fast_p stays on the point
   estimate, as KernelBench reports it.
 - geometric-mean speedup over correct samples with a timing; incorrect samples are left out, not penalised.
+- skipped samples: a verdict whose status is in `types.SKIPPED_STATUSES` (`infra_error`, `task_broken`) is not the
+  candidate's, so every metric above leaves the sample out: a task's n is its samples with a real verdict, its
+  first sample the first of those, and a task with none is not counted. Each group reports them apart, per status
+  (`skipped`).
 
 Speed metrics are None (shown "n/a"), never 0, when a run has no timings (a CPU run).
 
@@ -28,7 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelzero.types import POLICIES, STATUSES
+from kernelzero.types import POLICIES, SKIPPED_STATUSES, STATUSES
 
 SPEED_BASELINES = ("eager", "compile")  # what a speedup is measured against: Verdict.speedup_<baseline>
 DEFAULT_KS = (1, 5, 10)
@@ -122,6 +126,11 @@ class _Row(NamedTuple):
     def correct(self) -> bool:
         return self.status == "correct"
 
+    @property
+    def skipped(self) -> bool:
+        """Not the candidate's verdict (`types.SKIPPED_STATUSES`): left out of every metric, counted apart."""
+        return self.status in SKIPPED_STATUSES
+
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
     """A field of a record given as a dataclass (Verdict, Sample) or as its `to_dict` dict."""
@@ -136,7 +145,7 @@ def _rows(samples: Iterable[Any], verdict_records: Iterable[dict], policy: str |
         verdict, key = record["verdict"], (record["task"], record["sample_idx"])
         sample = by_key.get(key)
         status = _get(verdict, "status")
-        if policy is not None:  # the record's policies, else the verdict's own, else its status
+        if policy is not None and status not in SKIPPED_STATUSES:  # the record's policies, the verdict's, its status
             status = (record.get("policies") or _get(verdict, "policy_status") or {}).get(policy, status)
         level = record.get("level")
         if level is None and sample is not None:
@@ -172,7 +181,9 @@ def p_key(p: float) -> str:
 def _group(
     rows: Sequence[_Row], ks: Sequence[int], ps: Sequence[float], speed: str, timed: dict[str, bool]
 ) -> dict[str, Any]:
-    """Metrics of one group of rows (a level, or the whole run), each task with its own n."""
+    """Metrics of one group of rows (a level, or the whole run), each task with its own n (skipped rows apart)."""
+    skipped = Counter(r.status for r in rows if r.skipped)
+    rows = [r for r in rows if not r.skipped]
     by_task: dict[str, list[_Row]] = defaultdict(list)
     for r in rows:
         by_task[r.task].append(r)
@@ -214,6 +225,7 @@ def _group(
         "geomean_speedup": geomean,
         "avg_output_tokens": round(float(np.mean(tokens)), 3) if tokens else None,
         "statuses": {s: counts[s] for s in order},
+        "skipped": {s: skipped[s] for s in SKIPPED_STATUSES},
     }
 
 
@@ -238,7 +250,8 @@ def summarise(
     `policy` ("kernelbench" or "strict") reads each record's `policies[policy]` (or the verdict's
     `policy_status[policy]`) as its status, the verdict's status where the key is absent. pass@k and
     fast_p@k leave out any k above some task's sample count (listed in "not_estimated"); speed metrics
-    are None when the run has no timings.
+    are None when the run has no timings. Skipped samples (`infra_error`, `task_broken`) are left out of
+    everything and counted per status under "skipped".
 
     >>> from kernelzero.types import Verdict
     >>> def rec(i, status, s=None):
@@ -255,7 +268,7 @@ def summarise(
     if policy is not None and policy not in POLICIES:
         raise ValueError(f"policy must be None or one of {POLICIES}, got {policy!r}")
     rows, unverified = _rows(samples, verdict_records, policy)
-    timed = {b: _timed(rows, b) for b in SPEED_BASELINES}
+    timed = {b: _timed([r for r in rows if not r.skipped], b) for b in SPEED_BASELINES}
     levels: dict[int | None, list[_Row]] = defaultdict(list)
     for r in rows:
         levels[r.level].append(r)

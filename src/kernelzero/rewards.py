@@ -24,6 +24,13 @@ proposals in one batch that repeat an earlier proposal's near-duplicate key (pro
 
     from kernelzero.rewards import frontier_reward, success_rate
     reward = frontier_reward(success_rate(verdicts))    # verdicts: the Coder's N Verdicts on one module
+
+**Skipped samples.** A verdict whose status is in `types.SKIPPED_STATUSES` (`infra_error`: the verification could
+not be carried out; `task_broken`: the task's own reference fails) says nothing about the candidate. CA-GRPO gives
+such a sample no reward (None: TRL's contract allows it, and TRL 1.16's GRPOTrainer leaves a row every reward
+function scored None out of its group's baseline, with advantage 0) and leaves it out of the group's accuracy that
+opens the gate; the Frontier Reward's p is computed over the other samples only (`success_rate` is None, and the
+module gets no reward, when every sample was skipped).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kernelzero.types import Verdict
+from kernelzero.types import Verdict, is_skipped
 
 FRONTIER_FORMS = ("linear", "variance", "unbiased")
 DEFAULT_RHO = -1.0  # the Frontier Reward of a module that failed admission
@@ -48,13 +55,18 @@ def is_correct(verdict: Verdict | dict[str, Any], policy: str = "strict") -> boo
     return status == "correct"
 
 
-def success_rate(verdicts: Iterable[Verdict], policy: str = "strict", profile: str | None = "default") -> float:
-    """p: the share of `verdicts` that are correct under `policy`; all must come from `profile` (None: any).
+def success_rate(verdicts: Iterable[Verdict], policy: str = "strict", profile: str | None = "default") -> float | None:
+    """p: the share of `verdicts` that are correct under `policy`, skipped verdicts (`types.SKIPPED_STATUSES`) left
+    out; None when every verdict was skipped. All must come from `profile` (None: any).
 
     >>> from kernelzero.types import Verdict
     >>> v = lambda s: Verdict(s, "t", "h", "c", "triton", "default", "cpu", "done", policy_status={"strict": s})
     >>> success_rate([v("correct"), v("mismatch"), v("correct"), v("timeout")])
     0.5
+    >>> success_rate([v("correct"), v("infra_error"), v("mismatch"), v("task_broken")])
+    0.5
+    >>> success_rate([v("infra_error"), v("task_broken")]) is None
+    True
     """
     verdicts = list(verdicts)
     if not verdicts:
@@ -62,7 +74,8 @@ def success_rate(verdicts: Iterable[Verdict], policy: str = "strict", profile: s
     wrong = sorted({v.profile for v in verdicts if profile is not None and v.profile != profile})
     if wrong:
         raise ValueError(f"verdicts from profile(s) {wrong}; the Frontier Reward reads profile {profile!r}")
-    return sum(is_correct(v, policy) for v in verdicts) / len(verdicts)
+    judged = [v for v in verdicts if not is_skipped(v)]
+    return sum(is_correct(v, policy) for v in judged) / len(judged) if judged else None
 
 
 def frontier_reward(
@@ -102,14 +115,15 @@ def frontier_reward(
 
 
 def penalise_near_duplicates(
-    rewards: Sequence[float], keys: Sequence[str | None], penalty: float = DEFAULT_DUPLICATE_PENALTY
-) -> list[float]:
+    rewards: Sequence[float | None], keys: Sequence[str | None], penalty: float = DEFAULT_DUPLICATE_PENALTY
+) -> list[float | None]:
     """Rewards of one batch of proposals with repeats penalised: the first proposal with a given near-duplicate
     key keeps its reward, every later one with the same key loses `penalty` (>= 0). A key of None (no key,
-    e.g. the proposal did not parse) is never a repeat.
+    e.g. the proposal did not parse) is never a repeat. A reward of None (no reward: every solve was skipped)
+    stays None.
 
-    >>> penalise_near_duplicates([1.0, 0.5, 0.75, -1.0], ["a", "b", "a", None])
-    [1.0, 0.5, 0.25, -1.0]
+    >>> penalise_near_duplicates([1.0, 0.5, 0.75, -1.0, None], ["a", "b", "a", None, "b"])
+    [1.0, 0.5, 0.25, -1.0, None]
     """
     if penalty < 0:
         raise ValueError(f"the near-duplicate penalty must be >= 0, got {penalty}")
@@ -121,7 +135,7 @@ def penalise_near_duplicates(
         repeat = key is not None and key in seen
         if key is not None:
             seen.add(key)
-        out.append(float(reward) - penalty if repeat else float(reward))
+        out.append(None if reward is None else float(reward) - penalty if repeat else float(reward))
     return out
 
 
@@ -158,7 +172,7 @@ def speedup_score(speedup: float | None, form: str = "log", cap: float = 4.0) ->
 
 
 def ca_grpo_rewards(
-    correct: Sequence[bool | int],
+    correct: Sequence[bool | int | None],
     speedups: Sequence[float | None],
     alpha: float = 0.5,
     beta: float = 0.1,
@@ -166,13 +180,14 @@ def ca_grpo_rewards(
     gate: bool = True,
     form: str = "log",
     cap: float = 4.0,
-) -> list[float]:
+) -> list[float | None]:
     """CA-GRPO rewards of ONE group (all samples of one prompt): `r_i = c_i (1 + T(G) beta S_i)`.
 
-    `correct[i]` is c_i (0/1), `speedups[i]` the raw speedup of sample i against the chosen baseline (None:
-    no timing, S_i = 0), `S_i = speedup_score(speedups[i], form, cap)`. The gate `T(G) = 1[mean(c) >= alpha]`
-    (a tolerance of 1e-12 absorbs rounding at the threshold); `gate=False` counts speed always (T = 1),
-    `beta=0` rewards correctness only. A wrong sample's speedup is never read.
+    `correct[i]` is c_i (0/1, or None for a skipped sample: its reward is None and it is left out of the mean),
+    `speedups[i]` the raw speedup of sample i against the chosen baseline (None: no timing, S_i = 0),
+    `S_i = speedup_score(speedups[i], form, cap)`. The gate `T(G) = 1[mean(c) >= alpha]` over the samples that
+    are not skipped (a tolerance of 1e-12 absorbs rounding at the threshold); `gate=False` counts speed always
+    (T = 1), `beta=0` rewards correctness only. A wrong sample's speedup is never read.
 
     >>> ca_grpo_rewards([1, 1, 0, 0], [2.0, None, 3.0, None])        # mean c = 0.5 >= alpha: gate open
     [1.05, 1.0, 0.0, 0.0]
@@ -182,6 +197,10 @@ def ca_grpo_rewards(
     [1.1, 0.0, 0.0, 0.0]
     >>> ca_grpo_rewards([1, 1], [0.5, 16.0], beta=0.2)
     [0.9, 1.2]
+    >>> ca_grpo_rewards([1, None, 0, None], [2.0, None, None, None])  # mean c over the 2 judged = 0.5: gate open
+    [1.05, None, 0.0, None]
+    >>> ca_grpo_rewards([None, None], [None, None])
+    [None, None]
     """
     if len(correct) != len(speedups):
         raise ValueError(f"{len(correct)} correctness values but {len(speedups)} speedups")
@@ -191,10 +210,25 @@ def ca_grpo_rewards(
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     if beta < 0:
         raise ValueError(f"beta must be >= 0, got {beta}")
-    c = [int(bool(x)) for x in correct]
-    open_gate = (not gate) or sum(c) / len(c) >= alpha - 1e-12
-    factor = beta if open_gate else 0.0
-    return [float(ci * (1.0 + factor * speedup_score(s, form, cap))) if ci else 0.0 for ci, s in zip(c, speedups)]
+    c = [None if x is None else int(bool(x)) for x in correct]
+    factor = beta if gate_open(c, alpha, gate) else 0.0
+    return [
+        None if ci is None else float(ci * (1.0 + factor * speedup_score(s, form, cap))) if ci else 0.0
+        for ci, s in zip(c, speedups)
+    ]
+
+
+def gate_open(correct: Sequence[bool | int | None], alpha: float = 0.5, gate: bool = True) -> bool:
+    """CA-GRPO's gate T(G) of one group: mean c over the samples that are not skipped (c None) >= alpha (within
+    1e-12); always open with `gate=False`, closed when every sample was skipped.
+
+    >>> gate_open([1, 0, None, None]), gate_open([1, 0, 0, None]), gate_open([None, None]), gate_open([0], gate=False)
+    (True, False, False, True)
+    """
+    if not gate:
+        return True
+    judged = [int(bool(x)) for x in correct if x is not None]
+    return bool(judged) and sum(judged) / len(judged) >= alpha - 1e-12
 
 
 def verdict_speedup(verdict: Verdict, baseline: str = "eager") -> float | None:
@@ -215,14 +249,15 @@ def ca_grpo_from_verdicts(
     gate: bool = True,
     form: str = "log",
     cap: float = 4.0,
-) -> list[float]:
-    """`ca_grpo_rewards` of one group given as Verdicts: c_i = `is_correct(v, policy)`, speedups from `baseline`.
+) -> list[float | None]:
+    """`ca_grpo_rewards` of one group given as Verdicts: c_i = `is_correct(v, policy)` (None for a skipped
+    verdict: its reward is None), speedups from `baseline`.
 
     Every verdict must come from `profile` (None: any), as for `success_rate`.
     """
     wrong = sorted({v.profile for v in verdicts if profile is not None and v.profile != profile})
     if wrong:
         raise ValueError(f"verdicts from profile(s) {wrong}; CA-GRPO reads profile {profile!r}")
-    correct = [is_correct(v, policy) for v in verdicts]
+    correct = [None if is_skipped(v) else is_correct(v, policy) for v in verdicts]
     speedups = [verdict_speedup(v, baseline) if c else None for v, c in zip(verdicts, correct)]
     return ca_grpo_rewards(correct, speedups, alpha, beta, gate=gate, form=form, cap=cap)

@@ -87,6 +87,9 @@ STATUSES = (
     "timeout",  # the sample ran past its time limit and was killed
     "crash",  # the process died (signal, illegal memory access, exit without a result)
     "oom",  # out of GPU memory, or past the host-memory limit
+    # not the candidate's verdict (SKIPPED_STATUSES): rewards and metrics leave these samples out
+    "infra_error",  # the verification could not be carried out, for a reason outside the candidate and the task
+    "task_broken",  # the task's own reference code fails alone in a clean retry; no candidate was judged
     "shape_mismatch",  # wrong number, type or shape of outputs
     "dtype_mismatch",  # an output has the wrong dtype
     "nan_or_inf",  # an output holds NaN or Inf where the reference does not
@@ -100,6 +103,15 @@ STATUSES = (
     "tampered",  # the harness detected tampering (patched torch or timers, sys.modules, the result channel)
     "unconfirmed_speedup",  # an implausible speedup was not confirmed by a stricter second verification
 )
+# Statuses that say nothing about the candidate: rewards give such a sample no reward (None) and metrics leave it
+# out of every rate and mean (they count it apart, per status).
+SKIPPED_STATUSES = ("infra_error", "task_broken")
+
+
+def is_skipped(verdict: Verdict | dict[str, Any]) -> bool:
+    """Whether a verdict (a Verdict or its `to_dict` dict) is not the candidate's: its own status is skipped."""
+    status = verdict.get("status") if isinstance(verdict, dict) else verdict.status
+    return status in SKIPPED_STATUSES
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,8 @@ def test_job_ids_deep_json_and_head(server):
 
 
 def test_valid_jobs_complete_beside_requests_that_make_the_verifier_raise(server):
-    """A task whose reference raises on import passes validation but makes the verifier raise: its job
-    fails alone, with the reason; the valid jobs in the same POST and beside it complete."""
+    """A task whose reference raises on import passes validation but makes the verifier raise: its job gets the
+    verdict `task_broken`, with the reason; the valid jobs in the same POST and beside it complete."""
     client = Client(server["url"], token=TOKEN)
     task = gelu_task()
     broken = replace(task, name="broken", source="raise RuntimeError('this reference cannot be imported')\n")
@@ -119,9 +119,11 @@ def test_valid_jobs_complete_beside_requests_that_make_the_verifier_raise(server
         assert time.monotonic() < deadline
         time.sleep(0.2)
     jobs = [client.job(i) for i in ids]
-    assert [j["state"] for j in jobs] == ["done", "failed", "done", "done"]
-    assert [j["status"] for j in jobs] == ["correct", None, "no_kernel", "format_error"]
-    assert "cannot be imported" in jobs[1]["error"]
+    assert [j["state"] for j in jobs] == ["done"] * 4
+    assert [j["status"] for j in jobs] == ["correct", "task_broken", "no_kernel", "format_error"]
+    broken_verdict = client.result(ids[1])  # the client reads it as any verdict: no ServiceError
+    assert broken_verdict.message.startswith("the task itself is broken") and broken_verdict.stage == "reference"
+    assert "cannot be imported" in broken_verdict.message and "Not your fault" in broken_verdict.feedback
 
 
 def _half_open(port: int, n: int) -> list[socket.socket]:

@@ -45,7 +45,7 @@ def _drain(queue: JobQueue, runner: JobRunner, ids: list[int], timeout_s: float 
     raise AssertionError(f"jobs not finished: {[queue.get(i)['state'] for i in ids]}")
 
 
-def test_a_request_that_makes_the_verifier_raise_fails_alone(tmp_path):
+def test_a_request_that_makes_the_verifier_raise_gets_task_broken_alone(tmp_path):
     task = _task()
     broken = replace(task, name="broken", source="raise RuntimeError('this reference cannot be imported')\n")
     queue = JobQueue(tmp_path / "service.sqlite")
@@ -55,10 +55,29 @@ def test_a_request_that_makes_the_verifier_raise_fails_alone(tmp_path):
         + [_request(task, NO_KERNEL, profile="strict")]
     )
     jobs = _drain(queue, runner, ids)
-    assert [j["state"] for j in jobs] == ["done", "failed", "done", "done"]
-    assert [j["status"] for j in jobs] == ["no_kernel", None, "no_kernel", "no_kernel"]
-    assert "raised" in jobs[1]["error"] and "cannot be imported" in jobs[1]["error"]
-    assert queue.counts() == {"queued": 0, "running": 0, "done": 3, "failed": 1}
+    assert [j["state"] for j in jobs] == ["done"] * 4
+    assert [j["status"] for j in jobs] == ["no_kernel", "task_broken", "no_kernel", "no_kernel"]
+    broken_verdict = jobs[1]["verdict"]
+    assert broken_verdict["stage"] == "reference" and broken_verdict["message"].startswith("the task itself is broken")
+    assert "cannot be imported" in broken_verdict["message"] and jobs[1]["error"] is None
+    assert queue.counts() == {"queued": 0, "running": 0, "done": 4, "failed": 0}
+    assert VerdictStore(tmp_path / "service.sqlite").counts() == {"no_kernel": 3}  # task_broken is not stored
+
+
+def test_a_verifier_fault_in_a_claimed_batch_is_each_jobs_verdict_and_strands_none(tmp_path):
+    """The verdict store's table is gone (a real SQLite fault inside the pool): every job of the batch gets its
+    own `infra_error` verdict at stage "exception"; none is left running or failed."""
+    queue = JobQueue(tmp_path / "service.sqlite")
+    runner = JobRunner(queue, jobs=2, store=VerdictStore(tmp_path / "service.sqlite"), batch=3, options=SERVER)
+    with sqlite3.connect(tmp_path / "service.sqlite") as con:
+        con.execute("DROP TABLE verdicts")
+    task = _task()
+    ids = queue.submit([_request(task, NO_KERNEL, trials=t) for t in (1, 2, 3)])
+    jobs = _drain(queue, runner, ids)
+    assert [(j["state"], j["status"]) for j in jobs] == [("done", "infra_error")] * 3
+    assert all(j["verdict"]["stage"] == "exception" and "OperationalError" in j["verdict"]["message"] for j in jobs)
+    assert all(len(j["verdict"]["message"]) <= 500 for j in jobs)
+    assert queue.counts() == {"queued": 0, "running": 0, "done": 3, "failed": 0}
 
 
 def test_a_stored_verdict_is_never_failed_and_fail_only_moves_running_jobs(tmp_path):

@@ -85,8 +85,9 @@ def test_a_static_violation_is_never_built_in_the_local_pool(task, tmp_path, mon
     assert verdict.status == "static_violation" and "std::thread" in verdict.message
     assert builds == []  # the build stage was never entered
     assert pool.in_flight == {0: 0} and pool.stats.per_gpu == {}  # nor a GPU lane taken
-    with pytest.raises(_Built):  # a candidate the checks let through does reach the build stage
-        pool.run_one(VerifyRequest(task, RELU, "cuda", options_for()))
+    # a candidate the checks let through does reach the build stage (whose exception becomes its verdict)
+    verdict = pool.run_one(VerifyRequest(task, RELU, "cuda", options_for()))
+    assert (verdict.status, verdict.stage) == ("infra_error", "exception") and "_Built" in verdict.message
     assert len(builds) == 1
 
 
@@ -159,24 +160,25 @@ def test_one_dead_judge_is_retried_fresh_and_the_store_keeps_the_verdict_without
     assert again.status == "correct" and again.notes == (STORE_NOTE,)  # this run's retry is not stored
 
 
-def test_a_second_death_is_a_crash_at_stage_runner_and_is_not_stored(task, tmp_path):
+def test_a_second_death_is_an_infra_error_at_stage_runner_and_is_not_stored(task, tmp_path):
     req = VerifyRequest(task, RELU, "cuda", options_for())
     script = [_died("killed"), _died("out of memory"), _verdict()]
     verdict, attempts = retry_once(req, lambda fresh: script.pop(0))
     assert len(script) == 1  # no third attempt
-    assert (verdict.status, verdict.stage) == ("crash", "runner")
+    assert (verdict.status, verdict.stage) == ("infra_error", "runner")
     assert verdict.message == "the runner died twice (killed; out of memory)"
+    assert verdict.feedback.startswith("infra_error: the runner died twice") and "Not your fault" in verdict.feedback
     store = VerdictStore(tmp_path / "v.sqlite")
     answer = keep(store, store_key(req, "cpu"), verdict, attempts)
     assert answer.notes == () and len(store) == 0
 
 
-def test_a_dead_ray_actor_leaves_no_verdict_so_the_crash_is_made_for_the_runners_device(task):
+def test_a_dead_ray_actor_leaves_no_verdict_so_the_infra_error_is_made_for_the_runners_device(task):
     attempts = Attempts()
     assert attempts.died("its Ray actor process died") is True  # one more try
     assert attempts.died("its Ray actor process died") is False
     crash = attempts.give_up(VerifyRequest(task, RELU, "cuda", options_for()), None, device="NVIDIA H200")
-    assert (crash.status, crash.stage, crash.device, crash.task) == ("crash", "runner", "NVIDIA H200", task.name)
+    assert (crash.status, crash.stage, crash.device, crash.task) == ("infra_error", "runner", "NVIDIA H200", task.name)
     assert crash.message.startswith("the runner died twice (its Ray actor process died; its Ray")
 
 

@@ -50,8 +50,8 @@ def _killer(times: int, seen: set, stop: threading.Event) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("kills,status", [(1, "correct"), (2, "crash")])
-def test_runner_killed_mid_job_is_retried_once_then_crash(kills, status):
+@pytest.mark.parametrize("kills,status", [(1, "correct"), (2, "infra_error")])
+def test_runner_killed_mid_job_is_retried_once_then_infra_error(kills, status):
     before = set(_judges())
     stop = threading.Event()
     thread = threading.Thread(target=_killer, args=(kills, before, stop), daemon=True)
@@ -137,7 +137,7 @@ def test_gpu_lanes_go_to_the_least_loaded_healthy_gpu_and_block_when_full():
     waiter.join(5)
     assert got == [1]
     pool.stats.unhealthy.update({0, 1})
-    assert pool._take_gpu() is None  # no healthy GPU left: the caller reports crash at stage runner
+    assert pool._take_gpu() is None  # no healthy GPU left: the caller reports infra_error at stage runner
 
 
 def test_verdicts_about_the_runner_are_not_stored(tmp_path):

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,23 +45,27 @@ def test_ray_backend(tmp_path):
 
 
 def _statuses_match_the_local_pool_and_the_store_answers_a_repeat(task, tmp_path):
-    def requests():  # one request that runs the judge, two the verifier answers before running anything
+    broken = replace(task, name="broken", source="raise RuntimeError('this reference cannot be imported')\n")
+
+    def requests():  # one request that runs the judge, two the verifier answers before running anything, one on a
+        # task whose reference cannot be imported (verify() raises: the request's verdict is task_broken)
         return [
             VerifyRequest(task, c, "triton", OPTS, tag=i)
             for i, c in enumerate([MISSING_ARG, "not python (", NO_KERNEL])
-        ]
+        ] + [VerifyRequest(broken, MISSING_ARG, "triton", OPTS, tag=3)]
 
     store = VerdictStore(tmp_path / "v.sqlite")
     with ThreadPoolExecutor(1) as side:  # the local pool at the same time
         local = side.submit(lambda: {r.tag: v for r, v in verify_many(requests(), jobs=1)})
         got = {r.tag: v for r, v in verify_many_ray(requests(), store=store, runners=1)}
         local = local.result()
-    assert [got[i].status for i in range(3)] == [local[i].status for i in range(3)]
-    assert [got[i].status for i in range(3)] == ["runtime_error", "format_error", "no_kernel"]
+    assert [got[i].status for i in range(4)] == [local[i].status for i in range(4)]
+    assert [got[i].status for i in range(4)] == ["runtime_error", "format_error", "no_kernel", "task_broken"]
+    assert got[3].stage == "reference" and "cannot be imported" in got[3].message
     assert [got[i].message for i in range(3)] == [local[i].message for i in range(3)]
     assert all(v.device == "cpu" and "answered from the verdict store" not in v.notes for v in got.values())
-    assert len(store) == 3
-    again = {r.tag: v for r, v in verify_many_ray(requests(), store=store, runners=1)}
+    assert len(store) == 3  # task_broken is not stored
+    again = {r.tag: v for r, v in verify_many_ray(requests()[:3], store=store, runners=1)}
     assert [again[i].status for i in range(3)] == [got[i].status for i in range(3)]
     assert all("answered from the verdict store" in v.notes for v in again.values())
 
@@ -119,7 +124,7 @@ class _Killer(threading.Thread):
 
 
 def _dead_runners_are_replaced_and_each_request_retried_once(task):
-    """One runner. Request 0: its actor is killed, then (in the new actor) its judge: crash. Request 1: its
+    """One runner. Request 0: its actor is killed, then (in the new actor) its judge: infra_error. Request 1: its
     judge is killed once, then it is verified."""
     reqs = [VerifyRequest(task, MISSING_ARG, "triton", OPTS, tag=i) for i in range(2)]
     killer = _Killer(["actor", "judge", "judge"])
@@ -132,7 +137,7 @@ def _dead_runners_are_replaced_and_each_request_retried_once(task):
     assert killer.done == ["actor", "judge", "judge"]
     assert [r.tag for r, _ in got] == [0, 1]
     crashed, retried = got[0][1], got[1][1]
-    assert (crashed.status, crashed.stage, crashed.task, crashed.device) == ("crash", "runner", task.name, "cpu")
+    assert (crashed.status, crashed.stage, crashed.task, crashed.device) == ("infra_error", "runner", task.name, "cpu")
     assert crashed.message.startswith("the runner died twice (its Ray actor process died; the verifier's judge")
     assert retried.status == "runtime_error"
     assert any(n.startswith(f"{RETRIED} (the verifier's judge process died") for n in retried.notes)

@@ -22,7 +22,7 @@ from kernelzero.env.observe import KernelTime, Profiler, budget_text, observatio
 from kernelzero.env.scoring import check_reward, correct, group_rewards, turn_reward
 from kernelzero.env.verifier import Verifier
 from kernelzero.extract import extract_code
-from kernelzero.types import Task, Verdict
+from kernelzero.types import Task, Verdict, is_skipped
 from kernelzero.verify import get_backend
 
 
@@ -182,12 +182,17 @@ class KernelEnv:
         best = episode.best_turn()
         return None if best is None else episode.turns[best].verdict
 
-    def score(self, episode: Episode) -> float:
-        """The episode's reward by its best turn, without a group (CA-GRPO: c_i of the best turn)."""
-        return turn_reward(self.best_verdict(episode), self.reward, baseline=self.baseline, cap=self.cap)
+    def score(self, episode: Episode) -> float | None:
+        """The episode's reward by its best turn, without a group (CA-GRPO: c_i of the best turn); None when that
+        turn's verdict is not the candidate's (`infra_error`, `task_broken`)."""
+        best = self.best_verdict(episode)
+        if best is not None and is_skipped(best):
+            return None
+        return turn_reward(best, self.reward, baseline=self.baseline, cap=self.cap)
 
-    def group_rewards(self, episodes: Sequence[Episode]) -> list[float]:
-        """Rewards of G episodes of one task, each scored by its best turn (CA-GRPO: the gate over the group)."""
+    def group_rewards(self, episodes: Sequence[Episode]) -> list[float | None]:
+        """Rewards of G episodes of one task, each scored by its best turn (CA-GRPO: the gate over the group);
+        None for an episode whose best verdict is skipped (env/scoring.py)."""
         names = {ep.task.key for ep in episodes}
         if len(names) > 1:
             raise ValueError(f"a group is episodes of one task; got {sorted(names)}")

@@ -6,7 +6,8 @@ Reads a Coder run folder written by `kernelzero eval` (run.json for the suite, v
 verdicts; the files are read directly, this package sits below evaluation). Per task, p is the share of its
 verdicts that are `correct` under the `strict` policy (rewards.success_rate: the same c_i as the Coder's
 reward; the verdicts must come from the `default` profile), and its Frontier Reward is
-rewards.frontier_reward(p).
+rewards.frontier_reward(p). Verdicts that are not the Coder's (`infra_error`, `task_broken`) are left out of p and
+n; a task with no other verdict is left out.
 
 - Tasks with p below `threshold` (default 0.5: the Coder fails more often than not) are the frontier:
   their API sets (the suite line's provenance, or the APIs the task's forward uses when it has none) go to
@@ -30,7 +31,7 @@ from typing import Any
 from kernelzero.proposer.catalog import api_table, forward_apis
 from kernelzero.proposer.cooccur import Sampler, mine_counts, sample_sets, set_key
 from kernelzero.rewards import frontier_reward, is_correct, success_rate
-from kernelzero.types import verdict_from_dict
+from kernelzero.types import is_skipped, verdict_from_dict
 
 MAX_NOTES = 5
 
@@ -104,8 +105,11 @@ def read_run(run_dir: str | Path, policy: str = "strict") -> list[TaskResult]:
     sources = {t.name: t.source for t in load_suite(config["suite"]).tasks} if not rows else {}
     table = api_table()
     out = []
-    for name, vs in sorted(verdicts.items()):
-        p = success_rate(vs, policy=policy)
+    for name, every in sorted(verdicts.items()):
+        vs = [v for v in every if not is_skipped(v)]
+        p = success_rate(vs, policy=policy) if vs else None
+        if p is None:  # every verdict of the task was skipped: nothing is known of the Coder on it
+            continue
         row = rows.get(name)
         if row and (row.get("provenance") or {}).get("apis"):
             apis = list(row["provenance"]["apis"])

@@ -1,7 +1,9 @@
 """Tables of metrics (from `metrics.summarise`) as plain strings, rendered by `markdown.py` and `html.py`.
 
 One place decides what is shown and how numbers read: rates in percent with one decimal, speedups as
-"1.23x", "n/a" for a speed metric of a run without timings, "–" for a k above the samples per task.
+"1.23x", "n/a" for a speed metric of a run without timings, "–" for a k above the samples per task. Skipped
+samples (`infra_error`, `task_broken`: not the candidate's verdict, left out of every metric) have a column of
+their own in the metric tables and one per status, marked "(skipped)", in the status table.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelzero.metrics import SPEED_BASELINES, p_key
+from kernelzero.types import SKIPPED_STATUSES
 
 REPORT_PS = (0.0, 1.0, 1.5)  # fast_p thresholds shown in tables (all of them are in metrics.json)
 NA = "n/a"  # no timings: a CPU run, or no correct sample to time
@@ -18,7 +21,8 @@ NOT_ESTIMATED = "–"  # k above some task's samples
 LEGEND = (
     "Rates in %. pass@k: unbiased estimator (Chen et al. 2021), averaged over tasks. fast_p: KernelBench's, "
     "share of tasks whose first sample is correct and more than p times as fast as the baseline. fast_p@k: "
-    "pass@k counting samples that are correct and faster than p. Geomean: over correct samples. "
+    "pass@k counting samples that are correct and faster than p. Geomean: over correct samples. Skipped: samples "
+    "without a verdict on the candidate (infra_error, task_broken), left out of n and of every rate. "
     f"{NA}: no timings (CPU run) or nothing to time; {NOT_ESTIMATED}: not estimated (k above samples per task)."
 )
 
@@ -80,6 +84,11 @@ def _at_k(values: dict[str, float] | None, k: int) -> str:
     return pct(values[str(k)]) if str(k) in values else NOT_ESTIMATED
 
 
+def skipped_count(group: dict[str, Any]) -> int:
+    """Samples of a group left out of its metrics (`infra_error`, `task_broken`); 0 for summaries without them."""
+    return sum((group.get("skipped") or {}).values())
+
+
 def _fast(group: dict[str, Any], p: float) -> str:
     return NA if group["fast_p"] is None else pct(group["fast_p"][p_key(p)])
 
@@ -107,6 +116,7 @@ def _metric_header(summaries: Sequence[dict[str, Any]], with_fast_at_k: bool = T
         *(f"geomean vs {b}" for b in SPEED_BASELINES),
         "avg tokens",
         "correct",
+        "skipped",
     )
 
 
@@ -126,6 +136,7 @@ def _metric_cells(
         *(times(group["geomean_speedup"][b]) for b in SPEED_BASELINES),
         tokens(group["avg_output_tokens"]),
         f"{group['correct']}/{group['samples']}",
+        str(skipped_count(group)),
     )
 
 
@@ -148,13 +159,22 @@ def fast_at_k_table(summary: dict[str, Any]) -> Table:
 
 
 def status_table(summary: dict[str, Any]) -> Table:
-    """Verdict statuses per level: counts of samples."""
+    """Verdict statuses per level: counts of samples ("total": those with a real verdict), then the skipped ones
+    per status (only statuses that occur)."""
     pairs = groups(summary)
     statuses = list(dict.fromkeys(s for _, g in pairs for s in g["statuses"]))
+    skipped = [s for s in SKIPPED_STATUSES if any((g.get("skipped") or {}).get(s) for _, g in pairs)]
     rows = tuple(
-        (group_label(key), *(str(g["statuses"].get(s, 0)) for s in statuses), str(g["samples"])) for key, g in pairs
+        (
+            group_label(key),
+            *(str(g["statuses"].get(s, 0)) for s in statuses),
+            str(g["samples"]),
+            *(str(g["skipped"].get(s, 0)) for s in skipped),
+        )
+        for key, g in pairs
     )
-    return Table("Statuses (samples)", ("level", *statuses, "total"), rows)
+    header = ("level", *statuses, "total", *(f"{s} (skipped)" for s in skipped))
+    return Table("Statuses (samples)", header, rows)
 
 
 def run_tables(summary: dict[str, Any]) -> list[Table]:
@@ -198,4 +218,8 @@ def run_facts(run_json: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         facts.append("no timings in this run (CPU): speed metrics are n/a")
     if summary["unverified_samples"]:
         facts.append(f"samples without a verdict (left out): {summary['unverified_samples']}")
+    skipped = {s: n for s, n in (summary["overall"].get("skipped") or {}).items() if n}
+    if skipped:
+        listed = ", ".join(f"{s} {n}" for s, n in skipped.items())
+        facts.append(f"skipped samples, not the candidate's verdict (left out of every metric): {listed}")
     return facts

@@ -1,10 +1,11 @@
 """The contract both verification pools keep: the local one (service/pool.py) and the Ray one (service/ray_pool.py).
 
     req = VerifyRequest(task, completion, "cuda", options_for())
+    check_request(req)                       # an unknown backend: the caller's error, raised before anything runs
     verdict = rejected(req)                  # format and static checks: no process, no build
     if verdict is None and needs_build(req, gpus=True):
         ...                                  # the backend's build stage, on CPU cores
-    verdict, attempts = retry_once(req, lambda fresh: verify(...))
+    verdict, attempts = retry_once(req, lambda fresh: guarded(req, lambda: verify(...)))
     answer = keep(store, store_key(req, device), verdict, attempts)
 
 Why one module: the two pools are two schedulers of the same work, and a candidate must get the same verdict, the
@@ -16,8 +17,12 @@ same notes and the same store key whichever pool runs it. What they share:
 - the build decision, `needs_build`: a backend whose record asks for a build stage (`Backend.build_stage`) and a
   request that runs on a GPU; a request for the CPU is never built ahead;
 - the retry-once rule, `Attempts` and `retry_once`: a verification whose judge died (killed, out of memory; for
-  Ray also a dead actor) is tried once more in a fresh process; a second death gives `crash` at stage `runner`;
-  an answer after one death carries the note `RETRIED (why)`;
+  Ray also a dead actor) is tried once more in a fresh process; a second death gives `infra_error` at stage
+  `runner` (not the candidate's verdict: rewards and metrics skip it); an answer after one death carries the note
+  `RETRIED (why)`;
+- one sample never stops a batch, `guarded`: an exception raised while verifying one request becomes that
+  request's verdict (`verify.verdicts.fault_verdict`: `task_broken` for a broken task, else `infra_error` at stage
+  `exception`); only a request the pool cannot take at all (`check_request`: an unknown backend) raises;
 - the verdict store's keys and notes: `store_key`, `from_store` (the note `STORE_NOTE`) and `keep` (stores first,
   then adds the retry note, so a stored verdict never claims a retry of a later run).
 
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from kernelzero.extract import extract_code
 from kernelzero.service.store import VerdictStore, request_key
 from kernelzero.types import Task, Verdict
-from kernelzero.verify import VerifyOptions, early_verdict, get_backend, precheck
+from kernelzero.verify import VerifyOptions, fault_verdict, get_backend, infra_verdict, precheck
 
 STORE_NOTE = "answered from the verdict store"
 RETRIED = "retried once: the first runner died"
@@ -51,6 +56,25 @@ class VerifyRequest:
 
 
 # -- before anything runs ------------------------------------------------------------------------------------------
+
+
+def check_request(req: VerifyRequest) -> None:
+    """Raise ValueError for a request no pool can take (an unknown backend): the caller's error, not a verdict."""
+    get_backend(req.backend)
+
+
+def fault_of(req: VerifyRequest, exc: BaseException) -> Verdict:
+    """The verdict of `req` whose verification raised `exc` (`fault_verdict`: `task_broken` or `infra_error`)."""
+    return fault_verdict(req.task, extract_code(req.candidate), req.backend, req.options, exc)
+
+
+def guarded(req: VerifyRequest, run: Callable[[], Verdict | None]) -> Verdict | None:
+    """`run()`, or the verdict of the exception it raised (`fault_of`), so one sample's failure becomes that
+    sample's verdict and never ends a batch."""
+    try:
+        return run()
+    except Exception as exc:
+        return fault_of(req, exc)
 
 
 def rejected(req: VerifyRequest) -> Verdict | None:
@@ -72,8 +96,9 @@ def needs_build(req: VerifyRequest, gpus: bool) -> bool:
 
 
 def judge_died(verdict: Verdict) -> bool:
-    """The verifier's judge process died (killed, out of memory): not the candidate's verdict, so it is retried."""
-    return verdict.status == "crash" and verdict.stage == "judge"
+    """The verifier's judge process died (killed, out of memory): not the candidate's verdict, so it is retried.
+    (`crash` at stage "judge" as verify() reports it now; `infra_error` at stage "judge" is the same death.)"""
+    return verdict.status in ("crash", "infra_error") and verdict.stage == "judge"
 
 
 @dataclass
@@ -94,13 +119,14 @@ class Attempts:
         return replace(verdict, notes=verdict.notes + (f"{RETRIED} ({self.deaths[0]})",))
 
     def give_up(self, req: VerifyRequest, last: Verdict | None, device: str = "cpu") -> Verdict:
-        """The `crash` verdict (stage `runner`) after the last allowed death; `last`: its verdict, if it had one
-        (a dead Ray actor leaves none; `device` then names the runner's device)."""
+        """The `infra_error` verdict (stage `runner`) after the last allowed death; `last`: its verdict, if it had
+        one (its device and log are kept; a dead Ray actor leaves none, `device` then names the runner's)."""
         message = f"the runner died twice ({'; '.join(self.deaths)})"
+        extra = {"device": device}
         if last is not None:
-            return replace(last, stage="runner", message=message)
+            extra = {"device": last.device, "error_log": last.error_log, "notes": last.notes}
         source = extract_code(req.candidate)
-        return early_verdict(req.task, source, req.backend, req.options, "crash", "runner", message, device=device)
+        return infra_verdict(req.task, source, req.backend, req.options, "runner", message, **extra)
 
 
 def retry_once(

@@ -9,14 +9,16 @@ A job row holds its request as validated JSON (service/schema.py: the task, the 
 and the client's options, which are only those of the allowlist), its state and, once done, the verdict.
 The runner adds the server's own options (`options`: sandbox, device, limits, ...) when it verifies.
 
-- queued: waiting; running: claimed by the runner; done: the verdict is stored and never recomputed;
-- failed: verifying this job raised (a kernelzero fault, or a task the verifier cannot run); `error` says why.
+- queued: waiting; running: claimed by the runner; done: the verdict is stored and never recomputed (a job whose
+  verification raised is done too, with its fault verdict: `task_broken` for a broken task, else `infra_error`);
+- failed: the stored request no longer validates (only a changed kernelzero gets there); `error` says why.
 
 Guarantees (each tested in tests/service/):
-- Isolation: when a verification raises, the pool's stream ends; the runner then verifies each request
-  that was in flight alone (the others' verdicts were stored meanwhile and come back from the store), so
-  only the one that raises is failed; a job that got its verdict is never marked failed (`fail` only moves
-  a running job).
+- Isolation: the pool turns one request's exception into that request's verdict, so its neighbours complete. Should
+  the pool's stream end anyway, the runner verifies each request of the claimed batch that is still open alone
+  (the others' verdicts were stored meanwhile and come back from the store); one that raises then gets its fault
+  verdict; a claimed job is never left `running`; a job that got its verdict is never marked failed (`fail` only
+  moves a running job).
 - Coalescing: identical requests in flight (the same validated request) share one verification.
 - Restart: `JobQueue(path)` puts jobs left `running` by a killed server back to `queued` (`recover()`); a
   done job is never claimed again, and one whose verdict was stored before the kill is answered from the
@@ -39,6 +41,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from kernelzero.service.contract import fault_of
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.schema import BodyError, RequestIn, parse_request
 from kernelzero.service.store import VerdictStore
@@ -259,11 +262,14 @@ class JobRunner:
 
     def _pending(self) -> Iterator[VerifyRequest]:
         """Queued jobs as requests, claimed `batch` at a time while verify_many asks; ends when none is queued.
-        A job identical to one in flight joins it instead of being verified again."""
+        A job identical to one in flight joins it instead of being verified again. A claimed batch is registered
+        in `inflight` whole before its first request is yielded, so `_isolate` finds every claimed job should the
+        stream end early."""
         while not self._stop.is_set():
             rows = self.queue.claim(self.batch)
             if not rows:
                 return
+            fresh = []
             for job_id, request in rows:
                 key = coalesce_key(request)
                 if key in self.inflight:
@@ -273,7 +279,8 @@ class JobRunner:
                 if req is not None:
                     self.inflight[key], self.requests[key] = [job_id], req
                     self.verifications += 1
-                    yield req
+                    fresh.append(req)
+            yield from fresh
 
     def _finish(self, key: str, verdict: Verdict) -> int:
         self.requests.pop(key, None)
@@ -285,25 +292,22 @@ class JobRunner:
         try:
             for req, verdict in verify_many(self._pending(), jobs=self.jobs, store=self.store):
                 finished += self._finish(req.tag, verdict)
-        except Exception as exc:  # one request made the verifier raise: find it, keep the others
+        except Exception as exc:  # the stream ended early: verify what is open one by one, keep the others
             left = len(self.requests)
-            log.warning("a verification raised %s; verifying the %d in flight one by one", type(exc).__name__, left)
+            log.warning("the pool raised %s; verifying the %d open requests one by one", type(exc).__name__, left)
             finished += self._isolate()
         return finished
 
     def _isolate(self) -> int:
-        """Verify each request left in flight alone: the one that raises fails alone (with the reason); the
-        others' verdicts were stored while the pool wound down and come back from the store."""
+        """Verify each open request of the claimed batches alone: one that raises gets its fault verdict
+        (`contract.fault_of`); the others' verdicts were stored while the pool wound down and come back from the
+        store."""
         finished = 0
         for key, req in list(self.requests.items()):
             try:
                 [(_, verdict)] = list(verify_many([req], jobs=1, store=self.store, standby=0))
             except Exception as exc:
-                reason = f"verifying this request raised {type(exc).__name__}: {str(exc)[:1500]}"
-                for job_id in self.inflight.pop(key, []):
-                    self.queue.fail(job_id, reason)
-                self.requests.pop(key, None)
-                continue
+                verdict = fault_of(req, exc)
             finished += self._finish(key, verdict)
         return finished
 

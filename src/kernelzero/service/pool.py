@@ -5,7 +5,10 @@
 
 Both pools keep one contract (service/contract.py): stored verdicts are answered without running anything; the
 format and static checks run first, so a rejected candidate is never built; a verification whose judge process
-died (killed, out of memory) is retried once in a fresh one, then reported `crash` (stage `runner`).
+died (killed, out of memory) is retried once in a fresh one, then reported `infra_error` (stage `runner`); an
+exception while verifying one request becomes that request's verdict (`task_broken` or `infra_error`), so every
+request gets a verdict and the stream never ends early because of one sample. Only a request no pool can take (an
+unknown backend) raises, when it is drawn from the iterable.
 
 The local pool (the default) has two stages:
 
@@ -38,7 +41,10 @@ from kernelzero.extract import extract_code
 from kernelzero.service.contract import (
     Attempts,
     VerifyRequest,
+    check_request,
+    fault_of,
     from_store,
+    guarded,
     keep,
     needs_build,
     rejected,
@@ -49,7 +55,7 @@ from kernelzero.service.contract import (
 from kernelzero.service.ray_pool import verify_many_ray
 from kernelzero.service.store import VerdictStore
 from kernelzero.types import Verdict
-from kernelzero.verify import VerifyOptions, early_verdict, get_backend, verify
+from kernelzero.verify import VerifyOptions, get_backend, infra_verdict, verify
 from kernelzero.verify.backends import backend_module
 from kernelzero.verify.backends.cuda.build_cache import BuildCache, default_cache_dir, ensure_readable
 from kernelzero.verify.judge.standby import Standby
@@ -217,7 +223,8 @@ class LocalPool:
             opts = replace(opts, gpu_index=gpu, build_cache=str(self.cache.root), gpu_mem_fraction=share)
 
         def attempt(fresh: bool) -> Verdict:  # the retry gets a fresh judge, never a standby one
-            return verify(req.task, req.candidate, req.backend, opts, standby=None if fresh else self.standby)
+            standby = None if fresh else self.standby
+            return guarded(req, lambda: verify(req.task, req.candidate, req.backend, opts, standby=standby))
 
         def counted() -> None:
             with self.stats.lock:
@@ -236,8 +243,8 @@ class LocalPool:
             if gpu is None:
                 message = f"no healthy GPU left in the pool (failed health probes: {sorted(self.stats.unhealthy)})"
                 source = extract_code(req.candidate)
-                crash = early_verdict(req.task, source, req.backend, req.options, "crash", "runner", message)
-                return crash, None, None
+                fault = infra_verdict(req.task, source, req.backend, req.options, "runner", message)
+                return fault, None, None
             try:
                 verdict, attempts = self._verify(req, gpu)
             finally:
@@ -250,6 +257,14 @@ class LocalPool:
                 self.cond.notify_all()
 
     def run_one(self, req: VerifyRequest) -> Verdict:
+        """One request's verdict; whatever raises on its way (the store, a build) becomes its verdict
+        (`verify.verdicts.fault_verdict`), so one request never ends the stream."""
+        try:
+            return self._run_one(req)
+        except Exception as exc:
+            return fault_of(req, exc)
+
+    def _run_one(self, req: VerifyRequest) -> Verdict:
         """One request: the store, the pre-checks, the build stage, then a GPU lane (or the CPU lane)."""
         key = None
         if self.store is not None:
@@ -291,6 +306,7 @@ class LocalPool:
                     req = next(source, None)
                     if req is None:
                         break
+                    check_request(req)  # an unknown backend is the caller's error: it raises here
                     pending[executor.submit(self.run_one, req)] = req
                 if not pending:
                     return

@@ -24,8 +24,8 @@ Layout on the cluster (`plan_layout`):
 - faults: a runner actor that dies during a request (RayActorError: killed, out of host memory,
   a crashed node) is replaced, and the request retried once; so is a request whose judge process
   died inside a healthy actor (a `crash` at stage "judge"), as the local pool does. A second death
-  gives a `crash` verdict at stage "runner", which is not put in the store (the death may not be
-  the candidate's); a retried verdict carries the note "retried once: the first runner died (...)".
+  gives an `infra_error` verdict at stage "runner", never stored; a retried verdict carries the note "retried
+  once: the first runner died (...)". What verify() raises for one request is that request's verdict (`fault_of`).
 
 Store keys use each runner's GPU name (a runner's verdicts carry its own device), so a cluster of
 mixed GPUs keys each verdict by the GPU that produced it. When the runners' library versions (or
@@ -52,7 +52,10 @@ from kernelzero.extract import extract_code
 from kernelzero.service.contract import (
     Attempts,
     VerifyRequest,
+    check_request,
+    fault_of,
     from_store,
+    guarded,
     judge_died,
     keep,
     needs_build,
@@ -88,6 +91,7 @@ class VerifyRunner:
     def verify(
         self, task: Task, candidate: str, backend: str, options: VerifyOptions, artifacts: dict | None = None
     ) -> Verdict:
+        """The request's verdict (what verify() raises reaches the driver, which makes it the verdict)."""
         if not artifacts:
             return verify(task, candidate, backend, options)
         if self._cache_dir is None:
@@ -240,6 +244,7 @@ class RayScheduler:
             if req is None:
                 self.exhausted = True
                 return
+            check_request(req)  # an unknown backend is the caller's error: it raises here
             yield from self._route(_Item(req))
 
     def _route(self, item: _Item) -> Iterator[tuple[VerifyRequest, Verdict]]:
@@ -250,7 +255,7 @@ class RayScheduler:
         if hit is not None:
             yield item.req, hit
             return
-        item.verdict = rejected(item.req)  # before any build: a rejected candidate is never built
+        item.verdict = guarded(item.req, lambda: rejected(item.req))  # before any build: a rejected one isn't built
         if item.verdict is not None and (self.store is None or item.key is not None):
             yield self._answer(item, item.verdict)
         elif item.verdict is None and self.layout.can_build and needs_build(item.req, self.layout.on_gpu):
@@ -318,6 +323,8 @@ class RayScheduler:
         except self.ray.exceptions.RayActorError as exc:
             died = ACTOR_DIED
             self._replace(slot, item, exc)
+        except Exception as exc:  # verify() raised in a live actor: the request's verdict (RayTaskError.cause)
+            verdict, slot.ready = fault_of(item.req, getattr(exc, "cause", None) or exc), True
         if not died:
             yield self._answer(item, verdict)
         elif item.attempts.died(died):

@@ -29,7 +29,7 @@ from pathlib import Path
 from kernelzero import __version__
 from kernelzero.extract import extract_code
 from kernelzero.tasks.hashing import task_hash
-from kernelzero.types import Task, Verdict, to_dict, verdict_from_dict
+from kernelzero.types import Task, Verdict, is_skipped, to_dict, verdict_from_dict
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.verdicts import versions
 
@@ -115,10 +115,11 @@ class VerdictStore:
     def put(self, key: str, verdict: Verdict) -> Verdict:
         """Store a verdict (the first one stored for a key wins); return the stored verdict.
 
-        A verdict about the verifier itself failing (stage "judge"; "runner": a runner died twice, no
-        healthy GPU; "gpu_health": the GPU failed its health probe) is returned but not stored.
+        A verdict that is not the candidate's (`types.SKIPPED_STATUSES`: `infra_error`, `task_broken`), or about
+        the verifier itself failing (stage "judge"; "runner": a runner died twice, no healthy GPU; "gpu_health":
+        the GPU failed its health probe), is returned but not stored: the next request verifies afresh.
         """
-        if verdict.stage in ("judge", "runner", "gpu_health"):
+        if is_skipped(verdict) or verdict.stage in ("judge", "runner", "gpu_health"):
             return verdict
         self._connect().execute(
             "INSERT OR IGNORE INTO verdicts (key, task, status, verdict, created) VALUES (?, ?, ?, ?, ?)",

@@ -19,6 +19,10 @@ from typing import Any
 from kernelzero.train.report import fmt, plot_lines, plot_section, pyplot, read_jsonl, save_plot
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def _eval(folder: Path) -> dict[str, Any] | None:
     path = folder / "metrics.json"
     if not path.exists():
@@ -49,7 +53,7 @@ def round_rows(run: Path) -> list[dict[str, Any]]:
                 "proposals": len(records),
                 "admission_rate": len(admitted) / len(records) if records else None,
                 "reasons": dict(Counter(r["reason"] for r in records if not r["admitted"]).most_common()),
-                "reward_mean": sum(r["reward"] for r in records) / len(records) if records else None,
+                "reward_mean": _mean([r["reward"] for r in records if r["reward"] is not None]),  # None: skipped
                 "success": [r["p"] for r in admitted if r["p"] is not None],
                 "band": len(band),
                 "topped_up": sum(1 for b in band if not b.get("provenance", {}).get("in_band", True)),

@@ -23,25 +23,30 @@ from typing import Any
 from transformers import TrainerCallback
 
 from kernelzero.metrics import geomean_speedup
+from kernelzero.types import SKIPPED_STATUSES
 
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy")
 
 
-def step_stats(rows: list[tuple], rewards: list[float], gates: list[bool]) -> dict[str, Any]:
-    """Statistics of one step's gathered rows (task, c, speedup, status, tokens)."""
+def step_stats(rows: list[tuple], rewards: list[float | None], gates: list[bool]) -> dict[str, Any]:
+    """Statistics of one step's gathered rows (task, c, speedup, status, tokens). Skipped rows (`infra_error`,
+    `task_broken`: reward None) are left out of the rates and means and counted in "skipped"."""
     speedups = [r[2] for r in rows if r[1] and r[2] is not None]
     size = len(rows) // len(gates) if gates else 0
-    groups = [rewards[i : i + size] for i in range(0, len(rewards), size)] if size else []
+    groups = [[x for x in rewards[i : i + size] if x is not None] for i in range(0, len(rewards), size)] if size else []
+    judged = [r for r in rows if r[3] not in SKIPPED_STATUSES]
+    scored = [x for x in rewards if x is not None]
     return {
         "samples": len(rows),
-        "correct_rate": sum(r[1] for r in rows) / len(rows) if rows else 0.0,
+        "skipped": len(rows) - len(judged),
+        "correct_rate": sum(r[1] for r in judged) / len(judged) if judged else 0.0,
         "gate_open_share": sum(gates) / len(gates) if gates else 0.0,
         "mean_speedup": sum(speedups) / len(speedups) if speedups else None,
         "geomean_speedup": geomean_speedup(speedups),
         "statuses": dict(sorted(Counter(r[3] for r in rows).items())),
         "completion_tokens": sum(r[4] for r in rows) / len(rows) if rows else 0.0,
-        "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
-        "groups_with_signal": sum(1 for g in groups if max(g) > min(g)),  # groups with nonzero advantages
+        "reward_mean": sum(scored) / len(scored) if scored else 0.0,
+        "groups_with_signal": sum(1 for g in groups if g and max(g) > min(g)),  # groups with nonzero advantages
     }
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kernelzero.train.reward import CoderReward, group_rewards, verdict_row
+from kernelzero.train.reward import CoderReward, group_rewards, is_skipped_row, verdict_row
 from kernelzero.train.warm_start import prompt_text
 from kernelzero.types import Task
 
@@ -77,17 +77,21 @@ def probe_pass1(
     names = [t.name for t in tasks for _ in range(samples)]
     verdicts = reward.verify(names, [text for text, _ in gens])
     rows = [verdict_row(n, v, tokens, reward.reward.baseline) for n, v, (_, tokens) in zip(names, verdicts, gens)]
-    correct = [r[1] for r in rows]
     rewards, gates = group_rewards(rows, samples, reward.reward)
+    scored = [x for x in rewards if x is not None]  # skipped samples (infra_error, task_broken) have no reward
     if was_training:
         model.train()
-    per_task = [sum(correct[i : i + samples]) / samples for i in range(0, len(correct), samples)]
+    per_task = []  # pass@1 of each task over its samples with a real verdict (a task with none is left out)
+    for i in range(0, len(rows), samples):
+        judged = [r[1] for r in rows[i : i + samples] if not is_skipped_row(r)]
+        if judged:
+            per_task.append(sum(judged) / len(judged))
     return {
         "tasks": len(tasks),
         "samples": samples,
         "pass1": sum(per_task) / len(per_task) if per_task else 0.0,
         "tasks_solved": sum(1 for p in per_task if p > 0),
-        "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+        "reward_mean": sum(scored) / len(scored) if scored else 0.0,
         "gate_open_share": sum(gates) / len(gates) if gates else 0.0,
         "statuses": dict(sorted(Counter(r[3] for r in rows).items())),
         "mean_tokens": sum(t for _, t in gens) / len(gens) if gens else 0.0,

@@ -10,7 +10,9 @@ For each completion of a step (TRL's contract: one float per completion, dataset
 2. each admitted module is solved N times by the frozen Coder (generation through a Coder backend: `hf:` on
    the Coder checkpoint, or a served model), every kernel verified like the Coder phase verifies
    (train/reward.py: the local pool, Ray or the HTTP service); p is the share correct under the strict policy;
-3. its reward is `rewards.frontier_reward(p)` (optionally lowered for near-duplicates within the step).
+3. its reward is `rewards.frontier_reward(p)` (optionally lowered for near-duplicates within the step). p leaves
+   out solves whose verdict is not the Coder's (`infra_error`, `task_broken`); a module whose every solve was
+   skipped gets no reward (None: TRL gives it no advantage) and p None.
 Nothing here fakes a decision or a verdict: both come from the real admission and the real verifier.
 
 Every proposal of the run is appended to the run-wide admission log and suite (`proposer/admissions.jsonl`,
@@ -39,7 +41,7 @@ from kernelzero.tasks import load_suite, resize
 from kernelzero.train.coevolve_config import CoevolveConfig
 from kernelzero.train.report import read_jsonl
 from kernelzero.train.reward import CoderReward, completion_text
-from kernelzero.types import Task, Verdict
+from kernelzero.types import Task, Verdict, is_skipped
 
 DEDUP_REASONS = ("duplicate", "benchmark_duplicate")
 
@@ -95,6 +97,8 @@ def step_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-step statistics of the Proposer: admission, success rates, reward, diversity."""
     n = len(records)
     admitted = [r for r in records if r["admitted"]]
+    rewarded = [r["reward"] for r in records if r["reward"] is not None]  # None: every solve was skipped
+    known = [r["p"] for r in admitted if r["p"] is not None]
     reasons = Counter(r["reason"] for r in records if not r["admitted"])
     hist = Counter(f"{r['p']:.2f}" for r in admitted if r["p"] is not None)
     return {
@@ -103,11 +107,23 @@ def step_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
         "admission_rate": len(admitted) / n if n else 0.0,
         "reasons": dict(sorted(reasons.items())),
         "success_hist": dict(sorted(hist.items())),
-        "mean_success": sum(r["p"] for r in admitted) / len(admitted) if admitted else None,
-        "reward_mean": sum(r["reward"] for r in records) / n if n else 0.0,
+        "mean_success": sum(known) / len(known) if known else None,
+        "reward_mean": sum(rewarded) / len(rewarded) if rewarded else 0.0,
+        "unrewarded": n - len(rewarded),
         "distinct_api_sets": len({tuple(r["apis"]) for r in admitted}),
         "near_duplicate_share": sum(r["reason"] in DEDUP_REASONS for r in records) / n if n else 0.0,
     }
+
+
+def solved_reward(verdicts: Sequence[Verdict], form: str, rho: float) -> tuple[float | None, float | None]:
+    """(p, Frontier Reward) of an admitted module from the Coder's verdicts on it: p over the solves whose verdict
+    is the Coder's (`infra_error`, `task_broken` left out, N = their number for the unbiased form); (None, None)
+    when every solve was skipped."""
+    p = success_rate(verdicts)
+    if p is None:
+        return None, None
+    n = max(2, sum(not is_skipped(v) for v in verdicts))  # one judged solve: p (1 - p) = 0 whatever N is
+    return p, frontier_reward(p, form, n, rho)
 
 
 class CoderSolver:
@@ -180,20 +196,23 @@ class ProposerReward:
         by_name = {t.name: t for t in load_suite(self.suite_path).tasks}
         return [resize(by_name[n], scale=self.options.scale) for n in names]
 
-    def _rewards(self, proposals: list[dict], decisions: dict, solved: dict) -> list[tuple[float | None, float]]:
+    def _rewards(self, proposals: list[dict], decisions: dict, solved: dict) -> list[tuple[float | None, float | None]]:
+        """(p, reward) per proposal: rho when not admitted; None, None when every solve was skipped."""
         p_cfg = self.cfg.proposer.reward
-        out = []
+        out: list[tuple[float | None, float | None]] = []
         for prop in proposals:
             d = decisions[prop["id"]]
-            p = success_rate([v for _, v in solved[d.task]]) if d.admitted else None
-            out.append((p, frontier_reward(p, p_cfg.form, self.cfg.proposer.solve.samples, p_cfg.rho)))
+            if not d.admitted:
+                out.append((None, frontier_reward(None, p_cfg.form, self.cfg.proposer.solve.samples, p_cfg.rho)))
+                continue
+            out.append(solved_reward([v for _, v in solved[d.task]], p_cfg.form, p_cfg.rho))
         if p_cfg.duplicate_penalty > 0:
             keys = [decisions[prop["id"]].near_key for prop in proposals]
             shaped = penalise_near_duplicates([r for _, r in out], keys, p_cfg.duplicate_penalty)
             out = [(p, r) for (p, _), r in zip(out, shaped)]
         return out
 
-    def __call__(self, prompts: list, completions: list, apis: list, origin: list, **kwargs: Any) -> list[float]:
+    def __call__(self, prompts: list, completions: list, apis: list, origin: list, **kwargs: Any) -> list[float | None]:
         called = time.time()
         state = kwargs.get("trainer_state")
         step = state.global_step + 1 if state is not None else self.collect_step

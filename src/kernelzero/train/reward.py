@@ -3,8 +3,10 @@
     reward = CoderReward(tasks_by_name, cfg.reward, cfg.verifier, group_size=8, store=VerdictStore(path))
     GRPOTrainer(..., reward_funcs=[reward])        # TRL calls reward(prompts=..., completions=..., task=..., ...)
 
-TRL's contract: `(prompts, completions, **kwargs) -> list[float]`, one reward per completion, every dataset
-column passed as a keyword (here `task`, the task's name). Completions are verified through the local pool
+TRL's contract: `(prompts, completions, **kwargs) -> list[float | None]`, one reward per completion, every dataset
+column passed as a keyword (here `task`, the task's name). A sample whose verdict is not the candidate's
+(`types.SKIPPED_STATUSES`: `infra_error`, `task_broken`) gets None and is left out of its group's gate
+(rewards.py); TRL 1.16 then leaves it out of the group's baseline and gives it advantage 0. Completions are verified through the local pool
 (`service.pool.verify_many`), a Ray cluster (the same call with `pool="ray"`), or the HTTP service
 (`service.client.Client.verify_batch`), so verification can run on other GPUs or machines.
 
@@ -23,15 +25,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kernelzero.extract import extract_code
-from kernelzero.rewards import ca_grpo_rewards, is_correct, verdict_speedup
+from kernelzero.rewards import ca_grpo_rewards, gate_open, is_correct, verdict_speedup
 from kernelzero.service.client import Client
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.store import VerdictStore
 from kernelzero.train.config import RewardConfig, VerifierConfig
-from kernelzero.types import Task, Verdict
+from kernelzero.types import SKIPPED_STATUSES, Task, Verdict, is_skipped
 from kernelzero.verify import options_for
 
-Row = tuple[str, int, float | None, str, int]  # (task, c_i, speedup or None, strict status, completion tokens)
+# (task, c_i, speedup or None, strict status (a skipped verdict's own status), completion tokens)
+Row = tuple[str, int, float | None, str, int]
 
 
 def completion_text(completion: Any) -> str:
@@ -44,10 +47,17 @@ def completion_text(completion: Any) -> str:
 
 
 def verdict_row(name: str, verdict: Verdict, tokens: int, baseline: str) -> Row:
-    """The Row of one verified sample: correct under the strict policy, its speedup against `baseline` if so."""
+    """The Row of one verified sample: correct under the strict policy, its speedup against `baseline` if so; a
+    skipped verdict (`types.SKIPPED_STATUSES`) keeps its own status, which `is_skipped_row` reads."""
     c = is_correct(verdict, "strict")
     speed = verdict_speedup(verdict, baseline) if c else None
-    return (name, int(c), speed, verdict.policy_status.get("strict", verdict.status), tokens)
+    status = verdict.status if is_skipped(verdict) else verdict.policy_status.get("strict", verdict.status)
+    return (name, int(c), speed, status, tokens)
+
+
+def is_skipped_row(row: Row) -> bool:
+    """The row's verdict is not the candidate's (`infra_error`, `task_broken`): no reward, not in the gate."""
+    return row[3] in SKIPPED_STATUSES
 
 
 def gather_rows(rows: list[Row]) -> tuple[list[Row], int]:
@@ -62,22 +72,23 @@ def gather_rows(rows: list[Row]) -> tuple[list[Row], int]:
     return [r for p in parts for r in p], offset
 
 
-def group_rewards(rows: Sequence[Row], group_size: int, reward: RewardConfig) -> tuple[list[float], list[bool]]:
-    """CA-GRPO over consecutive groups of `group_size` rows: (reward per row, gate open per group)."""
+def group_rewards(rows: Sequence[Row], group_size: int, reward: RewardConfig) -> tuple[list[float | None], list[bool]]:
+    """CA-GRPO over consecutive groups of `group_size` rows: (reward per row, gate open per group). A skipped row
+    (`is_skipped_row`) gets None and is left out of its group's gate; a group of skipped rows keeps its gate shut."""
     if len(rows) % group_size:
         raise ValueError(f"{len(rows)} completions are not whole groups of {group_size}")
-    rewards: list[float] = []
+    rewards: list[float | None] = []
     gates: list[bool] = []
     beta = 0.0 if reward.correctness_only else reward.beta
     for start in range(0, len(rows), group_size):
         group = rows[start : start + group_size]
         if len({r[0] for r in group}) != 1:
             raise ValueError(f"a group of {group_size} completions spans tasks {sorted({r[0] for r in group})}")
-        correct = [r[1] for r in group]
+        correct = [None if is_skipped_row(r) else r[1] for r in group]
         rewards += ca_grpo_rewards(
             correct, [r[2] for r in group], reward.alpha, beta, gate=reward.gate, form=reward.form, cap=reward.cap
         )
-        gates.append((not reward.gate) or sum(correct) / len(correct) >= reward.alpha - 1e-12)
+        gates.append(gate_open(correct, reward.alpha, reward.gate))
     return rewards, gates
 
 
@@ -137,7 +148,7 @@ class CoderReward:
             out[req.tag] = verdict
         return [x for x in out if x is not None]
 
-    def __call__(self, prompts: list, completions: list, task: list[str], **kwargs: Any) -> list[float]:
+    def __call__(self, prompts: list, completions: list, task: list[str], **kwargs: Any) -> list[float | None]:
         called = time.time()
         texts = [completion_text(c) for c in completions]
         ids = kwargs.get("completion_ids") or [[]] * len(texts)

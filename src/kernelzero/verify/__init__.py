@@ -19,8 +19,10 @@ Statuses (a closed set, `kernelzero.types.STATUSES`) and what maps to them:
 | compile_error | `load_inline` build failed; a Triton kernel failed to compile (on the GPU, or for sm_90 on CPU); nvcc rejected the CUDA source (CPU) |
 | runtime_error | an exception importing the module, constructing ModelNew or in forward; an out-of-bounds access caught by the interpreter's bounds check |
 | timeout | no reply within the limit (build: `build_timeout_s`; a call: max(floor, scale x reference time)) |
-| crash | the worker died: a signal (SIGSEGV ...), an illegal memory access / CUDA launch failure, an exit without a result (`os._exit(0)` included); stage `runner`: the verifier's own judge died twice, or no healthy GPU is left (service/pool.py); stage `gpu_health`: the GPU failed its health probe before the sample ran (verify/judge/lease.py) |
+| crash | the worker died: a signal (SIGSEGV ...), an illegal memory access / CUDA launch failure, an exit without a result (`os._exit(0)` included) |
 | oom | CUDA out of memory, or the worker's resident memory passed `host_mem_gb` |
+| infra_error | not the candidate's verdict (rewards and metrics skip it): the verification could not be carried out, after one retry; stage `gpu_memory`: out of GPU memory caused by another tenant; `judge`: a verifier process was killed; `gpu_health`: the GPU failed its health probe before the sample ran (verify/judge/lease.py); `runner`: the verifier's own judge or runner died twice, or no healthy GPU is left (service/pool.py, service/ray_pool.py); `exception`: an unexpected exception in the verifier (`verdicts.fault_verdict`) |
+| task_broken | not the candidate's verdict (rewards and metrics skip it): the task's own reference code fails alone in a clean retry (stage `reference`; the message starts "the task itself is broken") |
 | shape_mismatch | wrong number or type of outputs, or a wrong shape |
 | dtype_mismatch | an output's dtype differs from the reference's |
 | nan_or_inf | NaN/Inf where the reference is finite |
@@ -46,6 +48,8 @@ _EXPORTS = {
     "precheck": "kernelzero.verify.api",
     "format_problem": "kernelzero.verify.api",
     "early_verdict": "kernelzero.verify.verdicts",
+    "infra_verdict": "kernelzero.verify.verdicts",
+    "fault_verdict": "kernelzero.verify.verdicts",
     "VerifyOptions": "kernelzero.verify.options",
     "options_for": "kernelzero.verify.options",
     "tolerances": "kernelzero.verify.options",

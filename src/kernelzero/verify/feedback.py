@@ -18,6 +18,10 @@ HINTS = {
     "mismatch": "Values are wrong: check indexing, masks, reduction axes and accumulation precision.",
     "input_mutated": "Do not write into the inputs; allocate a new output tensor.",
     "compiled": "The CUDA source compiles for the target GPU; it has not been run.",
+    "infra_error": "Not your fault: the verifier could not run this sample (an infrastructure fault), so it says "
+    "nothing about your code; there is nothing to learn from this.",
+    "task_broken": "Not your fault: the task's own reference code fails, so no kernel could be judged; there is "
+    "nothing to learn from this.",
 }
 
 

@@ -161,10 +161,13 @@ class KernelRollout:
         }
 
 
-def episode_reward(env: KernelEnv, group_size: int) -> Callable[..., list[float]]:
-    """A TRL reward function scoring the rollout's episodes (column `kz_episode`) as `env` scores them."""
+def episode_reward(env: KernelEnv, group_size: int) -> Callable[..., list[float | None]]:
+    """A TRL reward function scoring the rollout's episodes (column `kz_episode`) as `env` scores them (None for an
+    episode whose best verdict is not the candidate's: TRL gives it no advantage)."""
 
-    def kernel_episode_reward(prompts: list, completions: list, kz_episode: list[dict], **kwargs: Any) -> list[float]:
+    def kernel_episode_reward(
+        prompts: list, completions: list, kz_episode: list[dict], **kwargs: Any
+    ) -> list[float | None]:
         episodes = [Episode.from_dict(d) for d in kz_episode]
         if env.reward != "ca_grpo":
             return [env.score(ep) for ep in episodes]
@@ -172,7 +175,7 @@ def episode_reward(env: KernelEnv, group_size: int) -> Callable[..., list[float]
             raise ValueError(
                 f"{len(episodes)} episodes are not whole groups of {group_size} (see the module docstring)"
             )
-        rewards: list[float] = []
+        rewards: list[float | None] = []
         for start in range(0, len(episodes), group_size):
             rewards += env.group_rewards(episodes[start : start + group_size])
         return rewards
