@@ -7,6 +7,21 @@
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 out="${OUT:-bench/out}"; mkdir -p "$out"
+# First: what this call needs, found or not (bench/preflight.py); a missing need stops it before any work. No step
+# reads an earlier call's files: each starts from scratch.
+[ "$#" -gt 0 ] || { echo "usage: bash bench/service_session.sh [builds] [latency] [probe] [tp1] [tp2] [channel] [ipctest] [stages]"; exit 2; }
+needs=(--name service_session.sh)
+gpus=0
+for step in "$@"; do
+  case "$step" in
+    builds|latency|probe|ipctest|stages) [ "$gpus" -ge 1 ] || gpus=1 ;;
+    tp1) [ "$gpus" -ge 1 ] || gpus=1; needs+=(--cores 16) ;;  # taskset -c 0-15
+    tp2) gpus=2 ;;
+    channel) ;;
+    *) echo "service_session.sh: unknown step '$step' (steps: builds latency probe tp1 tp2 channel ipctest stages); stopping before any work"; exit 2 ;;
+  esac
+done
+python3 bench/preflight.py "${needs[@]}" --gpus "$gpus" || exit 2
 nvidia-smi -L; nproc
 for step in "$@"; do
   case "$step" in

@@ -19,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import preflight  # noqa: E402 (bench/preflight.py: what this call needs, checked first)
+
 from kernelzero.tasks import load_suite, resize, select  # noqa: E402
 from kernelzero.verify import options_for, verify  # noqa: E402
 
@@ -47,6 +49,7 @@ def main() -> int:
     parser.add_argument("--cases", default="", help="comma-separated fixture names (default: all)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    preflight.require(gpus=1)
     stop = multiprocessing.Event()
     burners = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True) for _ in range(args.load)]
     for p in burners:

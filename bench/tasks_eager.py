@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import preflight  # bench/preflight.py: what this call needs, checked first
 import torch
 
 from kernelzero.tasks import CheckOptions, check_tasks, load_suite
@@ -45,6 +46,7 @@ def main() -> int:
     ap.add_argument("suite")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    preflight.require(gpus=1)
     tasks = load_suite(args.suite).tasks
     checks = {r.name: r for r in check_tasks(tasks, CheckOptions(device="cuda", strict=True, timeout_s=300))}
     lines = ["| task | eager median ms | p10 | p90 | strict check (cuda, bench sizes) |", "|---|---|---|---|---|"]

@@ -14,6 +14,7 @@ import datetime
 import sys
 from pathlib import Path
 
+import preflight  # bench/preflight.py: what this call needs, checked first
 import torch
 
 from kernelzero.tasks import load_suite, resize, select
@@ -36,6 +37,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--profile", default="default")
     args = ap.parse_args()
+    dataset = "KernelBench's dataset (a .jsonl: copy ../shared/data/kernelbench.jsonl into .gpu/ and carry .gpu)"
+    preflight.require(gpus=1, files=[(args.dataset, dataset)] if args.dataset.endswith(".jsonl") else [])
     tasks = load_suite(args.dataset).tasks
     rows = [
         "| task | scale | status | cand ms | eager ms | speedup | build s | load s | correctness s | timing s | ref timing s | total s | overhead s |",

@@ -1,42 +1,53 @@
 #!/usr/bin/env bash
-# Every GPU test and every fixture on one GPU machine, within 10 minutes, side by side; prints a table.
-# Run after every verifier change (from the repository root, on the GPU machine; no network needed):
-#   bash scripts/gpu_tests.sh                 # results under ${OUT:-bench/out}
-# Tests run 8 at a time (pytest-xdist; `.gpu/wheels` is installed first when present, for machines without it):
-# the GPU lease lets samples share the GPU for their checks and serialises only timing. Fixture timing uses a
-# short budget (KZ_TIMING_BUDGET_S, default 0.05 s per side); the speedup-spread benchmark is bench/spread_bench.py.
+# The GPU gate: every `gpu` test, every fixture (one test each), and the service, Ray and Helion tests, in ONE pytest
+# run on the GPU machine, side by side, the whole script within KZ_GATE_WALL_S (default 470 s; ends by 480 s).
+# Run after every verifier change, from the repository root:
+#   bash scripts/gpu_wheels.sh      # here, with network: the wheels of scripts/gpu_wheels.txt into .gpu/wheels
+#   bash scripts/gpu_tests.sh       # on the GPU machine, in a device call that carries `.gpu` (no network there)
+# Results under ${OUT:-bench/out}: gpu_table.md (one row per finished test, written as it goes, then a summary;
+# a run cut by the wall limit keeps its rows), gpu_tests.log (pytest's output).
+# First seconds: the wheels are installed into KZ_GATE_SITE (default /tmp/kz-gate-site, put first on PYTHONPATH)
+# and every listed package must import at its version, else the script stops naming it (exit 2).
+# Knobs: KZ_TEST_JOBS (xdist workers, default nproc: GPU memory is divided by the verifier's memory lease, which every
+# verification waits for, not by a worker count), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
+# KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
+# Exit: 0 all passed; 1 a test failed or was skipped for a missing package; 2 a wheel missing or wrong; 124 the wall
+# limit stopped the run.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-export PYTHONPATH=src PYTHONUNBUFFERED=1 KZ_TIMING_BUDGET_S="${KZ_TIMING_BUDGET_S:-0.05}"
 out="${OUT:-bench/out}"; mkdir -p "$out"
-if [ -d .gpu/wheels ]; then python3 -m pip install -q --no-index --no-deps .gpu/wheels/*.whl 2>&1 | tail -2; fi
-python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
-start=$(date +%s)
-python3 -m pytest -q -m gpu -n "${KZ_TEST_JOBS:-8}" tests -p no:cacheprovider -rA \
-  --deselect tests/verify/test_fixtures.py::test_all_fixtures_gpu --junitxml "$out/gpu_tests.xml" > "$out/gpu_tests.log" 2>&1
-tests_rc=$?
-mid=$(date +%s)
-KZ_GPU_WORKERS="${KZ_GPU_WORKERS:-8}" python3 -m pytest -q -m gpu tests/verify/test_fixtures.py::test_all_fixtures_gpu \
-  -p no:cacheprovider -s > "$out/fixtures.log" 2>&1
-fixtures_rc=$?
-end=$(date +%s)
-python3 - "$out" "$tests_rc" "$fixtures_rc" $((mid - start)) $((end - mid)) <<'PY'
-import re, sys
-import xml.etree.ElementTree as ET
-out, tests_rc, fixtures_rc, t1, t2 = sys.argv[1:]
-root = ET.parse(f"{out}/gpu_tests.xml").getroot()
-suite = root if root.tag == "testsuite" else root.find("testsuite")
-counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-print(f"| part | result | seconds |\n|---|---|---|")
-print(f"| GPU tests (-m gpu) | {counts['tests']} run, {counts['failures']} failed, {counts['errors']} errors, "
-      f"{counts['skipped']} skipped (rc {tests_rc}) | {t1} |")
-lines = open(f"{out}/fixtures.log").read().splitlines()
-ok = sum(1 for l in lines if l.startswith("ok "))
-bad = [l for l in lines if l.startswith("BAD")]
-print(f"| fixtures (test_all_fixtures_gpu) | {ok} as expected, {len(bad)} not (rc {fixtures_rc}) | {t2} |")
-for case in suite.iter("testcase"):
-    if case.find("failure") is not None or case.find("error") is not None:
-        print(f"FAILED {case.get('classname')}::{case.get('name')}")
-for l in bad:
-    print(l)
-PY
+table="$out/gpu_table.md"; rm -f "$table"
+site="${KZ_GATE_SITE:-/tmp/kz-gate-site}"
+wall="${KZ_GATE_WALL_S:-470}"
+export PYTHONUNBUFFERED=1 KZ_TIMING_BUDGET_S="${KZ_TIMING_BUDGET_S:-0.05}" PYTHONPATH="$site:src"
+export KZ_GIT_COMMIT="${KZ_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+
+echo "GPU gate at commit $KZ_GIT_COMMIT: wheels from .gpu/wheels (scripts/gpu_wheels.txt)"
+python3 scripts/gpu_wheels.py files .gpu/wheels || exit 2
+rm -rf "$site"
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .gpu/wheels/*.whl || exit 2
+python3 scripts/gpu_wheels.py check || exit 2
+python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton",
+  triton.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "NO GPU")'
+
+# The tests: every file with a `gpu` test (only those tests), and all of the service, Ray and Helion tests.
+mapfile -t paths < <( (grep -rlE "mark\.gpu" tests --include='test_*.py'; ls tests/verify/test_helion_*.py) | sort -u)
+gate_all=(--gate-all tests/service)
+for f in tests/verify/test_helion_*.py; do gate_all+=(--gate-all "$f"); done
+jobs="${KZ_TEST_JOBS:-$(nproc)}"
+left=$((wall - SECONDS))
+echo "pytest: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, $left s in all;" \
+  "table: $table"
+PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$left" python3 -m pytest -p gpu_table -p no:cacheprovider -q -rfE \
+  -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" \
+  --gpu-table "$table" "${gate_all[@]}" "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1
+rc=$?
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+  printf '\n**Stopped by the wall limit (%s s) after %s s**: the rows above are the tests that finished.\n' \
+    "$wall" "$SECONDS" >> "$table"
+  rc=124
+fi
+if grep -q "| skipped (missing package) |" "$table" && [ "$rc" -eq 0 ]; then rc=1; fi
+grep -vE "^\| .* \| passed \| " "$table" | tail -n 60
+echo "GPU gate: exit $rc after $SECONDS s (full table: $table, log: $out/gpu_tests.log)"
+exit "$rc"

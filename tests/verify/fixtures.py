@@ -152,3 +152,10 @@ def load_task(key: str):
     if len(matches) != 1:
         raise KeyError(f"task {name!r} is not in suite {suite!r}")
     return matches[0]
+
+
+def timing_note(verdict) -> str:
+    """ ", 0.123 ms, 1.45x eager" for a timed verdict, "" otherwise (the GPU fixture tests print it)."""
+    if verdict.timing is None:
+        return ""
+    return f", {verdict.timing.median_ms:.3f} ms, {verdict.speedup_eager or 0:.2f}x eager"

@@ -10,19 +10,17 @@ a GPU, at bench sizes) and, where it differs, `expect-cpu` (without a GPU, at th
 - `test_cuda_fixture_cpu`: the cheap CUDA verdicts (format_error, no kernel) and the nvcc compile
   check of one correct and one broken fixture (20-40 s each). `KZ_CUDA_FIXTURES=all` checks every
   CUDA fixture (about 5 minutes on 2 cores).
-- `test_all_fixtures_gpu` (marker `gpu`): every fixture at bench sizes, 8 at a time, against
-  `expect`; correct ones must report timings and speedups.
+- `test_fixture_gpu[NAME]` (marker `gpu`): one test per fixture at bench sizes, against `expect`; correct
+  ones must report timings and speedups. scripts/gpu_tests.sh runs them side by side with pytest-xdist.
 
     PYTHONPATH=src .venv/bin/python -m pytest tests/verify/test_fixtures.py -n 2
-    PYTHONPATH=src python3 -m pytest tests/verify/test_fixtures.py -m gpu -s    # on a GPU host
+    PYTHONPATH=src python3 -m pytest tests/verify/test_fixtures.py -m gpu -n 8 [-k cuda_]    # on a GPU host
 """
 
 from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from fnmatch import fnmatch
 from pathlib import Path
 
 import fixtures as fx
@@ -40,7 +38,6 @@ CUDA_CPU_DEFAULT = {
     "wrong/cuda_relu_syntax_error",  # format_error before anything runs
     "wrong/cuda_relu_no_kernel",  # no load_inline call: no_kernel from the static check
 }
-GPU_WORKERS = int(os.environ.get("KZ_GPU_WORKERS", "8"))
 TIMING_BUDGET_S = float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3"))  # per side; scripts/gpu_tests.sh uses less
 
 
@@ -156,42 +153,28 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _gpu_selected() -> list[fx.Fixture]:
+    """The fixtures run on a GPU, CUDA first (their builds take longest; xdist hands tests out in this order)."""
+    return sorted([f for f in FIXTURES if not f.gpu_skip], key=lambda f: f.backend != "cuda")
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
-def test_all_fixtures_gpu():
-    """Every fixture at bench sizes on the GPU, GPU_WORKERS verifications at a time.
+@pytest.mark.parametrize("f", _gpu_selected(), ids=_ids(_gpu_selected()))
+def test_fixture_gpu(f: fx.Fixture):
+    """One fixture at bench sizes on the GPU against `expect`; a correct one must report a timing and a speedup.
 
-    `KZ_FIXTURES=PATTERN[,PATTERN]` (fnmatch on names like `wrong/cuda_*`) runs a subset.
+    One test per fixture, so pytest-xdist spreads them over its workers (the memory lease divides the GPU) and
+    each gets its own row in scripts/gpu_tests.sh's table; select some with `-k`.
     """
     from kernelzero.verify import verify
 
-    patterns = [p for p in os.environ.get("KZ_FIXTURES", "*").split(",") if p]
-    todo = [f for f in FIXTURES if not f.gpu_skip and any(fnmatch(f.name, p) for p in patterns)]
-    assert todo, f"no fixture matches KZ_FIXTURES={patterns}"
-    todo.sort(key=lambda f: f.backend != "cuda")  # CUDA builds take longest: start them first
-
-    def run(f: fx.Fixture):
-        start = time.monotonic()
-        verdict = verify(
-            f.task(), f.source, f.backend, f.verify_options(device="cuda", timing_budget_s=TIMING_BUDGET_S)
+    start = time.monotonic()
+    verdict = verify(f.task(), f.source, f.backend, f.verify_options(device="cuda", timing_budget_s=TIMING_BUDGET_S))
+    seconds = time.monotonic() - start
+    print(f"{f.name}: {verdict.status} (want {f.expect}) in {seconds:.1f} s{fx.timing_note(verdict)}")
+    assert verdict.status == f.expect, _describe(f, verdict, f.expect)
+    if f.expect == "correct":
+        assert verdict.timing is not None and verdict.speedup_eager is not None, (
+            f"{f.name}: correct but no timing/speedup ({verdict.timing_note})"
         )
-        return f, verdict, time.monotonic() - start
-
-    failures, lines = [], []
-    with ThreadPoolExecutor(max_workers=GPU_WORKERS) as pool:
-        for future in as_completed([pool.submit(run, f) for f in todo]):
-            f, verdict, seconds = future.result()
-            speed = ""
-            if verdict.timing is not None:
-                speed = f" {verdict.timing.median_ms:.3f} ms, {verdict.speedup_eager or 0:.2f}x eager"
-            line = (
-                f"{'ok ' if verdict.status == f.expect else 'BAD'} {f.name:40s} {verdict.status:14s} "
-                f"want {f.expect:14s} {seconds:6.1f} s{speed}"
-            )
-            print(line, flush=True)
-            lines.append(line)
-            if verdict.status != f.expect:
-                failures.append(_describe(f, verdict, f.expect))
-            elif f.expect == "correct" and (verdict.timing is None or verdict.speedup_eager is None):
-                failures.append(f"{f.name}: correct but no timing/speedup ({verdict.timing_note})")
-    assert not failures, "\n\n".join(failures) + "\n\n" + "\n".join(sorted(lines))

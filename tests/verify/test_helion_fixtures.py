@@ -9,12 +9,12 @@ Headers as in tests/kernels/README.md (`fixtures.py` for correct/wrong, test_che
   generated kernels, then the sm_90 compile check), smoke sizes. By default one fixture, the fused GEMM + bias +
   GELU (about 30 s: Helion's import in two sandboxed workers); `KZ_HELION_FIXTURES=all` runs every fixture and
   every cheat that the static check does not stop (about 10 minutes on 2 cores).
-- `test_helion_fixtures_gpu` (marker `gpu`): every fixture and cheat at bench sizes, 8 at a time, against
-  `expect`; correct ones must report a timing and a speedup.
+- `test_helion_fixture_gpu[NAME]` (marker `gpu`): one test per fixture and cheat at bench sizes, against
+  `expect`; correct ones must report a timing and a speedup (scripts/gpu_tests.sh runs them side by side).
 
     .venv/bin/python -m pytest -q -p no:xdist tests/verify/test_helion_fixtures.py
     KZ_HELION_FIXTURES=all .venv/bin/python -m pytest -q -n 2 tests/verify/test_helion_fixtures.py -k cpu
-    PYTHONPATH=src python3 -m pytest -q -p no:xdist tests/verify/test_helion_fixtures.py -m gpu -s   # GPU host
+    PYTHONPATH=src python3 -m pytest -q -n 8 tests/verify/test_helion_fixtures.py -m gpu   # GPU host
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import importlib.util
 import os
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,6 @@ HELION_DIRS = [fx.KERNELS / kind / "helion" for kind in ("correct", "wrong", "ch
 FIXTURES = [fx.parse_header(p) for d in HELION_DIRS[:2] for p in sorted(d.glob("*.py"))]
 STATIC = ("format_error", "no_kernel", "static_violation")  # statuses decided before anything runs
 CPU_DEFAULT = {"correct/helion/helion_gemm_bias_gelu"}
-GPU_WORKERS = int(os.environ.get("KZ_GPU_WORKERS", "8"))
 
 
 @dataclass(frozen=True)
@@ -184,39 +182,22 @@ def _cuda_available() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
-def test_helion_fixtures_gpu():
-    """Every Helion fixture and cheat at bench sizes, GPU_WORKERS at a time; `KZ_FIXTURES=PATTERN,...` (fnmatch on
-    names like `wrong/helion/*`) runs a subset."""
-    from fnmatch import fnmatch
-
+@pytest.mark.parametrize("c", CASES, ids=_ids(CASES))
+def test_helion_fixture_gpu(c: Case):
+    """One Helion fixture or cheat at bench sizes against `expect` (one test each: xdist spreads them, the gate's
+    table has a row for each; select some with `-k`); a correct one must report a timing and a speedup."""
+    pytest.importorskip("helion")
     from kernelzero.verify import verify
 
-    pytest.importorskip("helion")
-    patterns = [p for p in os.environ.get("KZ_FIXTURES", "*").split(",") if p]
-    todo = [c for c in CASES if any(fnmatch(c.name, p) for p in patterns)]
-    assert todo, f"no Helion fixture matches KZ_FIXTURES={patterns}"
-
-    def run(c: Case):
-        start = time.monotonic()
-        opts = c.verify_options(device="cuda", timing_budget_s=float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3")))
-        return c, verify(fx.load_task(c.task_key), c.path.read_text(), "helion", opts), time.monotonic() - start
-
-    failures, lines = [], []
-    with ThreadPoolExecutor(max_workers=GPU_WORKERS) as pool:
-        for future in as_completed([pool.submit(run, c) for c in todo]):
-            c, verdict, seconds = future.result()
-            speed = ""
-            if verdict.timing is not None:
-                speed = f" {verdict.timing.median_ms:.3f} ms, {verdict.speedup_eager or 0:.2f}x eager"
-            ok = verdict.status == c.expect
-            line = f"{'ok ' if ok else 'BAD'} {c.name:48s} {verdict.status:16s} want {c.expect:16s} {seconds:6.1f} s{speed}"
-            print(line, flush=True)
-            lines.append(line)
-            if not ok:
-                failures.append(_describe(c, verdict, c.expect))
-            elif c.expect == "correct" and (verdict.timing is None or verdict.speedup_eager is None):
-                failures.append(f"{c.name}: correct but no timing/speedup ({verdict.timing_note})")
-    assert not failures, "\n\n".join(failures) + "\n\n" + "\n".join(sorted(lines))
+    start = time.monotonic()
+    opts = c.verify_options(device="cuda", timing_budget_s=float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3")))
+    verdict = verify(fx.load_task(c.task_key), c.path.read_text(), "helion", opts)
+    print(f"{c.name}: {verdict.status} (want {c.expect}) in {time.monotonic() - start:.1f} s{fx.timing_note(verdict)}")
+    assert verdict.status == c.expect, _describe(c, verdict, c.expect)
+    if c.expect == "correct":
+        assert verdict.timing is not None and verdict.speedup_eager is not None, (
+            f"{c.name}: correct but no timing/speedup ({verdict.timing_note})"
+        )
 
 
 def test_the_bundled_replay_is_built_from_these_fixtures(monkeypatch):

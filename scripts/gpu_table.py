@@ -1,0 +1,166 @@
+"""A pytest plugin for the GPU gate: the results table written as the run goes, and the gate's selection.
+
+    python3 -m pytest -p gpu_table --gpu-table OUT/gpu_table.md [--gate-all PATH ...] TESTS   (scripts/ on sys.path)
+
+`--gpu-table PATH` appends one markdown row per finished test (test id, outcome, seconds, the first line of the
+skip or failure reason) and flushes it at once, so a run stopped by a wall-clock limit still leaves every row it
+finished; at the end, a summary (counts, seconds, torch and Triton versions, GPU, commit, date). Under
+pytest-xdist only the controller writes: `pytest_runtest_logreport` there sees every worker's reports.
+
+A test skipped because a module is missing (`could not import 'fastapi'`, `No module named ...`, `... is not
+installed`) is written `skipped (missing package)` and fails the run: the gate carries every package it needs.
+
+`--gate-all PATH` (repeatable): keep only the tests marked `gpu` and every test under one of these paths (the
+service, Ray and Helion tests, which run on the GPU machine too although most of them need no GPU).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+MISSING = re.compile(r"could not import|No module named|is not installed|ModuleNotFoundError", re.IGNORECASE)
+HEADER = "| test | outcome | seconds | reason |\n|---|---|---|---|\n"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gpu_table", "the GPU gate's table (scripts/gpu_table.py)")
+    group.addoption("--gpu-table", default=None, help="append one markdown row per finished test to this file")
+    group.addoption(
+        "--gate-all",
+        action="append",
+        default=[],
+        help="keep the `gpu` tests and every test under this path (repeatable); without it nothing is deselected",
+    )
+
+
+def pytest_configure(config):
+    path = config.getoption("--gpu-table")
+    if path and not hasattr(config, "workerinput"):  # an xdist worker reports to the controller, which writes
+        config.pluginmanager.register(Table(path), "gpu_table_writer")
+
+
+def pytest_collection_modifyitems(config, items):
+    prefixes = [p.rstrip("/") for p in config.getoption("--gate-all")]
+    if not prefixes:
+        return
+    keep, drop = [], []
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        under = any(path == p or path.startswith(p + "/") for p in prefixes)
+        (keep if under or item.get_closest_marker("gpu") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:240]
+
+
+def reason_of(report) -> str:
+    """The first line of why a test was skipped or failed ("" when it passed)."""
+    if report.passed:
+        return ""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ").strip().splitlines()[0] if longrepr[2] else ""
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and crash.message:
+        return crash.message.strip().splitlines()[0]
+    lines = [line for line in str(longrepr).splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("E ")]
+    return (errors or lines or [""])[0].removeprefix("E ").strip()
+
+
+class Table:
+    """Rows as tests finish, the summary at the end; one file, flushed after every write."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.start = time.monotonic()
+        self.counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "missing": 0}
+        self.seconds: dict[str, float] = {}
+        self.outcome: dict[str, tuple[str, str]] = {}
+        self.missing: list[str] = []
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the whole session)
+        self._write(f"\n## GPU gate, started {_now()}\n\n{HEADER}")
+
+    def _write(self, text: str) -> None:
+        self.file.write(text)
+        self.file.flush()
+
+    def _row(self, nodeid: str, outcome: str, seconds: float, reason: str) -> None:
+        if outcome == "skipped" and MISSING.search(reason):
+            outcome = "skipped (missing package)"
+            self.missing.append(nodeid)
+            self.counts["missing"] += 1
+        else:
+            self.counts[outcome] += 1
+        self._write(f"| {_cell(nodeid)} | {outcome} | {seconds:.1f} | {_cell(reason)} |\n")
+
+    def pytest_collectreport(self, report):
+        if report.skipped or report.failed:  # a whole module skipped (importorskip) or failing to import
+            outcome = "skipped" if report.skipped else "error"
+            self._row(report.nodeid or "(collection)", outcome, 0.0, reason_of(report))
+
+    def pytest_runtest_logreport(self, report):
+        nodeid = report.nodeid
+        self.seconds[nodeid] = self.seconds.get(nodeid, 0.0) + (report.duration or 0.0)
+        if report.when == "call" or not report.passed:  # the first failing phase decides; a setup skip too
+            if nodeid not in self.outcome or (report.failed and self.outcome[nodeid][0] != "failed"):
+                outcome = "error" if report.failed and report.when != "call" else report.outcome
+                self.outcome[nodeid] = (outcome, reason_of(report))
+        if report.when in ("teardown", "???"):  # "???": xdist's report for a worker that died in the test
+            outcome, reason = self.outcome.pop(nodeid, ("passed", ""))
+            if report.when == "???":
+                outcome, reason = "failed", reason or "the xdist worker died"
+            self._row(nodeid, outcome, self.seconds.pop(nodeid, 0.0), reason)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.missing and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        c = self.counts
+        lines = [
+            "",
+            f"**{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped, "
+            f"{c['missing']} skipped for a missing package** in {time.monotonic() - self.start:.0f} s "
+            f"(pytest exit {int(session.exitstatus)}).",
+            f"{_versions()}; commit {_commit()}; {_now()}.",
+        ]
+        if self.missing:
+            lines.append(f"The gate fails: {len(self.missing)} tests skipped for a missing package (carry its wheel).")
+        self._write("\n".join(lines) + "\n")
+        self.file.close()
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _versions() -> str:
+    try:
+        import torch
+        import triton
+
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+        return f"torch {torch.__version__}, Triton {triton.__version__}, {gpu}"
+    except Exception as exc:  # the table must close whatever the environment lacks
+        return f"versions unknown ({type(exc).__name__}: {exc})"
+
+
+def _commit() -> str:
+    if os.environ.get("KZ_GIT_COMMIT"):
+        return os.environ["KZ_GIT_COMMIT"]
+    try:
+        run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        return run.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -1,0 +1,104 @@
+"""The GPU gate's pytest plugin (scripts/gpu_table.py), on CPU: rows written as tests finish, by the xdist
+controller only, a run killed midway keeps its rows, a skip for a missing module fails the run, `--gate-all`
+keeps the `gpu` tests and the named paths."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TESTS = """
+import time
+import pytest
+
+def test_ok():
+    pass
+
+def test_bad():
+    assert 1 == 2, "one is not two"
+
+def test_missing_module():
+    pytest.importorskip("kz_no_such_module")
+
+@pytest.mark.skip(reason="a plain skip")
+def test_plain_skip():
+    pass
+
+@pytest.mark.gpu
+def test_marked_gpu():
+    pass
+"""
+INI = "[pytest]\nmarkers =\n    gpu: needs a GPU\n"
+
+
+def _pytest(tmp_path: Path, *args: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts"), "KZ_GIT_COMMIT": "abc1234"}
+    return [sys.executable, "-m", "pytest", "-p", "gpu_table", "-p", "no:cacheprovider", "-q", *args], env
+
+
+def _rows(table: Path) -> dict[str, list[str]]:
+    rows = {}
+    for line in table.read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if line.startswith("| ") and "::" in cells[0]:
+            assert cells[0] not in rows, f"{cells[0]} written twice"
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_rows_outcomes_and_a_missing_module_fails_the_run_under_xdist(tmp_path: Path):
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_a.py").write_text(TESTS)
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "test_k.py").write_text("def test_kept():\n    pass\n")
+    table = tmp_path / "out" / "gpu_table.md"
+    cmd, env = _pytest(tmp_path, "-n", "2", "--gpu-table", str(table), "test_a.py", "keep")
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 1, run.stdout + run.stderr
+    rows = _rows(table)
+    assert rows["test_a.py::test_ok"][0] == "passed"
+    assert rows["test_a.py::test_bad"][0] == "failed" and "one is not two" in rows["test_a.py::test_bad"][2]
+    assert rows["test_a.py::test_missing_module"][0] == "skipped (missing package)"
+    assert "kz_no_such_module" in rows["test_a.py::test_missing_module"][2]
+    assert rows["test_a.py::test_plain_skip"] == ["skipped", "0.0", "a plain skip"]
+    assert len(rows) == 6
+    summary = table.read_text()
+    assert "3 passed, 1 failed, 0 errors, 1 skipped, 1 skipped for a missing package" in summary
+    assert "commit abc1234" in summary and "The gate fails" in summary
+
+
+def test_gate_all_keeps_gpu_tests_and_the_named_paths(tmp_path: Path):
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_a.py").write_text(TESTS)
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "test_k.py").write_text("def test_kept():\n    pass\n")
+    table = tmp_path / "gpu_table.md"
+    cmd, env = _pytest(tmp_path, "--gpu-table", str(table), "--gate-all", "keep", "test_a.py", "keep")
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(_rows(table)) == ["keep/test_k.py::test_kept", "test_a.py::test_marked_gpu"]
+
+
+def test_a_run_killed_midway_keeps_the_rows_it_finished(tmp_path: Path):
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_b.py").write_text(
+        "import time\n\ndef test_first():\n    pass\n\ndef test_hangs():\n    time.sleep(120)\n"
+    )
+    table = tmp_path / "gpu_table.md"
+    cmd, env = _pytest(tmp_path, "--gpu-table", str(table), "test_b.py")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "test_first" not in (table.read_text() if table.exists() else ""):
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    rows = _rows(table)
+    assert rows == {"test_b.py::test_first": ["passed", rows["test_b.py::test_first"][1], ""]}
+    assert "passed," not in table.read_text()  # no summary: the run never finished
