@@ -11,7 +11,8 @@ A test skipped because a module is missing (`could not import 'fastapi'`, `No mo
 installed`) is written `skipped (missing package)` and fails the run: the gate carries every package it needs.
 
 `--gate-all PATH` (repeatable): keep only the tests marked `gpu` and every test under one of these paths (the
-service, Ray and Helion tests, which run on the GPU machine too although most of them need no GPU).
+service, Ray and Helion tests, which run on the GPU machine too although most of them need no GPU), the slowest
+(SLOW_FIRST) first.
 """
 
 from __future__ import annotations
@@ -56,7 +57,19 @@ def pytest_collection_modifyitems(config, items):
         (keep if under or item.get_closest_marker("gpu") else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    items[:] = sorted(keep, key=lambda item: not any(s in item.nodeid for s in SLOW_FIRST))
+
+
+# Tests that take minutes on the H200 (call 1 of 2026-12-02: CUDA extensions built by KernelBench's naive harness,
+# 94-117 s each; the kz-basic bench-size check; the 8 x 20 GB memory test; CUDA fixtures build with nvcc): sent to
+# the xdist workers first, so the run does not end waiting on one of them started last.
+SLOW_FIRST = (
+    "naive_harness_gpu[cuda_",
+    "strict_check_at_bench_sizes_on_gpu",
+    "test_eight_verifications",
+    "cuda",
+    "test_ray_pool",
+)
 
 
 def _cell(text: str) -> str:

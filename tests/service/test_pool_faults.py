@@ -62,12 +62,12 @@ def test_runner_killed_mid_job_is_retried_once_then_infra_error(kills, status):
     finally:
         stop.set()
         thread.join(10)
-    assert stats.retries == 1
+    assert stats.retries == 0  # verify() retried its judge itself (judge/run.py): the pool does not add a third try
     assert verdict.status == status, verdict.message
     if status == "correct":
-        assert any("retried once" in n for n in verdict.notes)
+        assert any("verified again alone" in n for n in verdict.notes), verdict.notes
     else:
-        assert verdict.stage == "runner" and "died twice" in verdict.message
+        assert verdict.stage == "judge" and "died" in verdict.message
 
 
 def test_a_crash_makes_the_next_holder_probe_and_a_failed_probe_refuses_the_gpu(tmp_path, monkeypatch):

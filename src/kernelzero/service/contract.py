@@ -96,9 +96,10 @@ def needs_build(req: VerifyRequest, gpus: bool) -> bool:
 
 
 def judge_died(verdict: Verdict) -> bool:
-    """The verifier's judge process died (killed, out of memory): not the candidate's verdict, so it is retried.
-    (`crash` at stage "judge" as verify() reports it now; `infra_error` at stage "judge" is the same death.)"""
-    return verdict.status in ("crash", "infra_error") and verdict.stage == "judge"
+    """The verifier's judge process died and nothing retried it yet (`crash` at stage "judge"). verify() retries
+    its own judge's death once (alone on the GPU) and answers `infra_error` at stage "judge" after a second death:
+    that answer is final here, so a request is never tried more than twice."""
+    return verdict.status == "crash" and verdict.stage == "judge"
 
 
 @dataclass
