@@ -247,6 +247,32 @@ def _one_of(where: str, value: str, valid: tuple[str, ...]) -> None:
         raise ValueError(f"{where} must be one of {', '.join(valid)}, got {value!r}")
 
 
+def _backend_checks(cfg: CoderTrainConfig) -> list[tuple[bool, str]]:
+    """What a CUDA Coder needs: no warm start on the miniature's Triton kernels, and on CPU the explicit
+    compile-check reward (`reward.compiled_counts`, with the compile check on)."""
+    r, cuda_cpu = cfg.reward, cfg.backend == "cuda" and cfg.device == "cpu"
+    return [
+        (
+            cfg.backend == "triton" or cfg.warm_start.steps == 0 or bool(cfg.model.path),
+            "the warm start fits the miniature's Triton kernels: backend cuda needs warm_start.steps 0 (or model.path)",
+        ),
+        (
+            not cuda_cpu or r.compiled_counts,
+            "backend cuda on CPU: the verifier only compile-checks CUDA there (status `compiled`, nothing runs); set "
+            "reward.compiled_counts: true to train on that signal",
+        ),
+        (
+            not r.compiled_counts or cuda_cpu,
+            "reward.compiled_counts is for backend cuda with device cpu (a GPU verifies CUDA kernels for real)",
+        ),
+        (
+            not r.compiled_counts or cfg.verifier.options.get("compile_check", True),
+            "reward.compiled_counts needs the compile check (verifier.options.compile_check true): without it "
+            "`compiled` means only that the module imported",
+        ),
+    ]
+
+
 def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     """Check values TRL or the verifier would reject late; return the config unchanged."""
     g, r, v, m, t = cfg.grpo, cfg.reward, cfg.verifier, cfg.model, cfg.tasks
@@ -282,29 +308,11 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (cfg.eval.samples >= 1, "eval.samples must be >= 1"),
         (t.test_levels is None or bool(t.test_suite), "tasks.test_levels filters tasks.test_suite: set it too"),
         (
-            cfg.backend == "triton" or cfg.warm_start.steps == 0 or bool(m.path),
-            "the warm start fits the miniature's Triton kernels: backend cuda needs warm_start.steps 0 (or model.path)",
-        ),
-        (
-            not (cfg.backend == "cuda" and cfg.device == "cpu") or r.compiled_counts,
-            "backend cuda on CPU: the verifier only compile-checks CUDA there (status `compiled`, nothing runs); set "
-            "reward.compiled_counts: true to train on that signal",
-        ),
-        (
-            not r.compiled_counts or (cfg.backend == "cuda" and cfg.device == "cpu"),
-            "reward.compiled_counts is for backend cuda with device cpu (a GPU verifies CUDA kernels for real)",
-        ),
-        (
-            not r.compiled_counts or v.options.get("compile_check", True),
-            "reward.compiled_counts needs the compile check (verifier.options.compile_check true): without it "
-            "`compiled` means only that the module imported",
-        ),
-        (
             t.test_levels is None or (bool(t.test_levels) and all(x in (1, 2, 3) for x in t.test_levels)),
             "tasks.test_levels must be a non-empty list of KernelBench levels 1, 2, 3",
         ),
     ]
-    for ok, message in checks:
+    for ok, message in checks + _backend_checks(cfg):
         if not ok:
             raise ValueError(f"{where}: {message}")
     refused = service_refusals(v.options) if v.via == "http" else []

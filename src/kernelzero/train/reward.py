@@ -20,7 +20,8 @@ Verification cost: a sample's speedup counts only when its group's gate opens, s
 from those checks, and only the correct samples of groups whose gate opens are verified again with timing (the
 verdict of that second, timed verification is the sample's). With the gate off every correct sample is timed in
 one pass ("all"); with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing
-is the server's setting, so it is one pass ("all"). Identical completions of a task (the same extracted code)
+is the server's setting, so it is one pass ("all"). CUDA on CPU (`compiled_counts`) is compile-checked only:
+c_i = 1 for a `compiled` verdict, nothing timed. Identical completions of a task (the same extracted code)
 are verified once and share the verdict.
 """
 
@@ -52,9 +53,10 @@ def completion_text(completion: Any) -> str:
     raise ValueError(f"unexpected completion of type {type(completion).__name__}")
 
 
-def verdict_row(name: str, verdict: Verdict, tokens: int, baseline: str) -> Row:
-    """The Row of one verified sample: correct under the strict policy, its speedup against `baseline` if so."""
-    c = is_correct(verdict, "strict")
+def verdict_row(name: str, verdict: Verdict, tokens: int, baseline: str, compiled_counts: bool = False) -> Row:
+    """The Row of one verified sample: correct under the strict policy, its speedup against `baseline` if so.
+    `compiled_counts` (CUDA on CPU): a `compiled` verdict counts as correct (compile check only; no speedup)."""
+    c = is_correct(verdict, "strict") or (compiled_counts and verdict.status == "compiled")
     speed = verdict_speedup(verdict, baseline) if c else None
     return (name, int(c), speed, verdict.policy_status.get("strict", verdict.status), tokens)
 
@@ -120,7 +122,7 @@ class CoderReward:
     @property
     def timing(self) -> str:
         """Which samples are timed: "none", "all" (one pass) or "gated" (see the module docstring)."""
-        if self.reward.correctness_only or self.reward.beta == 0:
+        if self.reward.correctness_only or self.reward.beta == 0 or self.reward.compiled_counts:
             return "none"
         if not self.reward.gate or self.verifier.via == "http":
             return "all"
@@ -149,7 +151,8 @@ class CoderReward:
         of every process and this process's offset into them (`gather`: all processes' rows in rank order)."""
         mode = self.timing
         verdicts = self.verify(names, texts, timed=mode == "all")
-        rows = [verdict_row(n, v, k, self.reward.baseline) for n, v, k in zip(names, verdicts, tokens)]
+        counts = self.reward.compiled_counts
+        rows = [verdict_row(n, v, k, self.reward.baseline, counts) for n, v, k in zip(names, verdicts, tokens)]
         everything, offset = gather(rows)
         if mode != "gated":
             return verdicts, everything, offset
@@ -158,7 +161,7 @@ class CoderReward:
         timed = self.verify([names[i] for i in todo], [texts[i] for i in todo], timed=True) if todo else []
         for i, verdict in zip(todo, timed):
             verdicts[i] = verdict
-            rows[i] = verdict_row(names[i], verdict, tokens[i], self.reward.baseline)
+            rows[i] = verdict_row(names[i], verdict, tokens[i], self.reward.baseline, counts)
         everything, offset = gather(rows)  # every process gathers twice, timed samples or not
         return verdicts, everything, offset
 
