@@ -134,7 +134,7 @@ def miniature(args: argparse.Namespace) -> None:
     from kernelzero.train import coder
     from kernelzero.train.config import load_config
 
-    cfg = load_config(args.config, {"run_dir": args.run})
+    cfg = load_config(args.config, {"run_dir": args.run, "seed": args.seed, "model": {"seed": args.seed}})
     run = coder._start(cfg)
     splits, solutions = coder.prepare_tasks(cfg, run)
     start = coder.prepare_policy(cfg, run, splits, solutions)
@@ -325,6 +325,7 @@ def main() -> None:
     p.add_argument("--config", default="configs/tiny-gpu.yaml")
     p.add_argument("--run", default="runs/miniature")
     p.add_argument("--call", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="miniature: run and model seed (a second seed: another --run)")
     p.add_argument("--final-eval", action="store_true")
     p.add_argument("--from-scratch", action="store_true", help="a later call without call 1's state redoes call 1")
     p.add_argument("--budget-s", type=float, default=540.0)

@@ -21,7 +21,9 @@ def test_call_2_without_call_1_state_stops_at_once_saying_what_is_missing(tmp_pa
     done = call(run, out, "--call", "2")
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == f"[call 2] needs {run / 'warm_start/config.json'} (the warm-started policy, from call 1): NOT FOUND"
+    assert (
+        lines[0] == f"[call 2] needs {run / 'warm_start/config.json'} (the warm-started policy, from call 1): NOT FOUND"
+    )
     assert "NOT FOUND" in lines[1] and "curve.jsonl" in lines[1]
     assert "STOP" in lines[-1] and "--from-scratch" in lines[-1]
     assert not run.exists()  # nothing was started
