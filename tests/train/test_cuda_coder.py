@@ -46,9 +46,8 @@ def test_cpu_reward_of_a_cuda_kernel_is_its_compile_check(tmp_path):
     assert "load_inline" in build_messages(task, "cuda")[1]["content"]  # the Coder is asked for CUDA
     kernel = "```python\n" + (ROOT / "tests" / "kernels" / "correct" / "cuda_relu.py").read_text() + "```"
     store = VerdictStore(tmp_path / "verdicts.sqlite")  # the second call reads the first one's verdicts
-    reward = CoderReward(
-        {task.name: task}, RewardConfig(compiled_counts=True), VerifierConfig(jobs=1), 2, "cuda", store
-    )
+    verifier = VerifierConfig(jobs=1, options={"compile_check": False})
+    reward = CoderReward({task.name: task}, RewardConfig(compiled_counts=True), verifier, 2, "cuda", store)
     assert reward.timing == "none"  # nothing runs on CPU, so nothing is timed
     verdicts, rows, _ = reward.score([task.name] * 2, [kernel, "no code at all"], [10, 3], lambda r: (r, 0))
     assert [v.status for v in verdicts] == ["compiled", "format_error"]
