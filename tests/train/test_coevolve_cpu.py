@@ -158,6 +158,7 @@ def check_the_middle_of_the_method(run: Path) -> None:
     assert all(0 < p["reward"] <= 1 for p in inside)  # Frontier Rewards other than 0 and -1
     index = str(Path("..") / "shared" / "data" / "kernelbench.jsonl")
     assert {p["benchmark_dedup"] for p in proposals} == {index}  # de-duplicated against KernelBench
+    assert {r["provenance"]["benchmark_dedup"] for r in rows(run / "round-1" / "coder_tasks.jsonl")} == {index}
     steps = rows(run / "round-1" / "coder" / "steps.jsonl")
     assert any(s["groups_with_signal"] > 0 for s in steps), "every Coder group had one outcome: zero advantages"
     before = load_file(run / "coder-init" / "warm_start" / "model.safetensors")

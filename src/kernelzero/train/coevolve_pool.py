@@ -204,7 +204,7 @@ def band_pool(
 def write_band_pool(cfg: CoevolveConfig, root: Path, round_no: int) -> Path:
     """round-r/coder_tasks.jsonl from the round's Proposer records; raises when nothing was admitted."""
     from kernelzero.proposer.admit import benchmark_index
-    from kernelzero.train.proposer_reward import admit_options
+    from kernelzero.train.proposer_reward import admit_options, dedup_note
 
     records = read_jsonl(root / f"round-{round_no}" / "proposer" / "proposals.jsonl")
     earlier = [x for k in range(1, round_no) for x in read_jsonl(root / f"round-{k}" / "proposer" / "proposals.jsonl")]
@@ -217,4 +217,6 @@ def write_band_pool(cfg: CoevolveConfig, root: Path, round_no: int) -> Path:
             f"round {round_no}: the Proposer had no admitted module to give the Coder "
             f"({len(records)} proposals; see round-{round_no}/proposer/proposals.jsonl for the reasons)"
         )
+    note = dedup_note(cfg)  # the Coder's tasks say whether they were de-duplicated against the benchmark
+    rows = [{**r, "provenance": {**r["provenance"], "benchmark_dedup": note}} for r in rows]
     return write_jsonl(root / f"round-{round_no}" / "coder_tasks.jsonl", rows)
