@@ -11,6 +11,9 @@ Run from the repo root with the `train` extra installed (see bench/train.md for 
 Each call keeps within `--budget-s` (default 540 s, under a device call's 600 s), prints a short table and writes
 JSON under $OUT (or --out). The miniature's state (tasks, policy, checkpoints, curve.jsonl) stays in --run on the
 machine between calls; pass@1 points are 64 held-out tasks x 4 samples (strict policy, the reward's c_i).
+Calls may come in any order: each first prints what state it needs and whether it found it (and writes
+miniature_state_callN.json); call 2 or 3 without call 1's warm start and curve stops at once (exit status 2,
+nothing done) unless `--from-scratch`, which does call 1's work within the call's budget.
 """
 
 from __future__ import annotations
@@ -88,15 +91,54 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int) -> dict:
     return point
 
 
+# what each call of the miniature finds on the machine: (path under --run, what it is, the call that writes it)
+STATE = (
+    ("warm_start/config.json", "the warm-started policy", 1),
+    ("curve.jsonl", "the pass@1 curve with its warm-start point", 1),
+    ("checkpoints", "GRPO checkpoints (resumed from the last)", 2),
+)
+
+
+def miniature_state(args: argparse.Namespace) -> bool:
+    """Say (first thing, before any heavy import) what state this call needs and whether it is on the machine;
+    False when a later call lacks call 1's state and may not start from scratch (the caller stops at once)."""
+    run = Path(args.run)
+    found = {rel: (run / rel).exists() for rel, _, _ in STATE}
+    for rel, what, writer in STATE:
+        needed = "needs" if writer < args.call and writer == 1 else "uses if present"
+        print(
+            f"[call {args.call}] {needed} {run / rel} ({what}, from call {writer}): "
+            f"{'found' if found[rel] else 'NOT FOUND'}",
+            flush=True,
+        )
+    state = {"call": args.call, "run": str(run), "found": found, "from_scratch": args.from_scratch}
+    (_out(args) / f"miniature_state_call{args.call}.json").write_text(json.dumps(state, indent=1))
+    missing = [rel for rel, _, writer in STATE if writer == 1 and not found[rel]]
+    if args.call == 1 or not missing:
+        return True
+    if args.from_scratch:
+        print(f"[call {args.call}] --from-scratch: doing call 1's work (tasks, warm start, pass@1) within this budget")
+        return True
+    print(
+        f"[call {args.call}] STOP: call 1's state is missing ({', '.join(missing)} under {run}); a fresh machine "
+        "(the warm one was given back) or a carried folder that replaced it. Nothing was done. Run --call 1, or "
+        f"--call {args.call} --from-scratch to start over within this call's budget.",
+        flush=True,
+    )
+    return False
+
+
 def miniature(args: argparse.Namespace) -> None:
+    if not miniature_state(args):
+        raise SystemExit(2)
     from kernelzero.train import coder
     from kernelzero.train.config import load_config
 
-    cfg = load_config(args.config, {"run_dir": args.run})
+    cfg = load_config(args.config, {"run_dir": args.run, "seed": args.seed, "model": {"seed": args.seed}})
     run = coder._start(cfg)
     splits, solutions = coder.prepare_tasks(cfg, run)
     start = coder.prepare_policy(cfg, run, splits, solutions)
-    if args.call == 1 and not (run / "curve.jsonl").exists():
+    if not (run / "curve.jsonl").exists():  # call 1, or a later call started from scratch
         print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0)), flush=True)
     reserve = 90.0  # one pass@1 point and the saves
     curve = (
@@ -113,14 +155,18 @@ def miniature(args: argparse.Namespace) -> None:
         final = coder.run_grpo(cfg, run, start, splits)
         step = int((final / "step.txt").read_text())
         print(json.dumps(_probe_point(cfg, run, splits, f"GRPO call {args.call}", step)), flush=True)
-    if args.final_eval and _left(args) > 150:
+    if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
     _report_miniature(args, run)
 
 
 def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     out = _out(args)
-    curve = [json.loads(line) for line in (run / "curve.jsonl").read_text().splitlines()]
+    curve = (
+        [json.loads(line) for line in (run / "curve.jsonl").read_text().splitlines()]
+        if (run / "curve.jsonl").exists()
+        else []
+    )
     steps = (
         [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
         if (run / "steps.jsonl").exists()
@@ -279,7 +325,9 @@ def main() -> None:
     p.add_argument("--config", default="configs/tiny-gpu.yaml")
     p.add_argument("--run", default="runs/miniature")
     p.add_argument("--call", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="miniature: run and model seed (a second seed: another --run)")
     p.add_argument("--final-eval", action="store_true")
+    p.add_argument("--from-scratch", action="store_true", help="a later call without call 1's state redoes call 1")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--out", default=None)
     p.add_argument("--steps", type=int, default=3)

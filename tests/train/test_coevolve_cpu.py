@@ -1,11 +1,14 @@
 """`kernelzero train --config configs/tiny-cpu.yaml`: one full co-evolution round on CPU, killed and resumed.
 
-The run builds two tiny local models (the Proposer fitted on one template proposal), runs the Proposer phase (2
-GRPO steps: its proposals go through the real admission, admitted modules are solved by the real tiny Coder and
-verified by the real verifier), writes the band pool, runs the Coder phase (`train coder` on that pool, 2 steps,
-held-out eval) and the report. The test kills the whole process group once the Proposer phase has written its
-first checkpoint, reruns the same command, and checks that the run completes with every artefact, each phase
-finished once, and no step recorded twice. One test function on purpose: the run is the expensive part.
+The run builds two tiny local models (the Proposer fitted on one template proposal, the Coder warm-started on
+that template module with a known-good kernel), runs the Proposer phase (2 GRPO steps: its proposals go through
+the real admission, admitted modules are solved N = 8 times by the real tiny Coder and verified by the real
+verifier), writes the band pool, runs the Coder phase (`train coder` on that pool, 2 steps, held-out eval) and
+the report. The test kills the whole process group once the Proposer phase has written its first checkpoint,
+reruns the same command, and checks that the run completes with every artefact, each phase finished once, and
+no step recorded twice; and that it exercises the middle of the method: an admitted module's p strictly between
+0 and 1 (a Frontier Reward other than 0 and -1), Coder groups with non-zero advantages, and the Coder's weights
+changed by its phase. One test function on purpose: the run is the expensive part.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ pytest.importorskip("trl")
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "tiny-cpu.yaml"
 RHO = -1.0
-N = 2  # proposer.solve.samples in tiny-cpu.yaml
+N = 8  # proposer.solve.samples in tiny-cpu.yaml
 PER_STEP = 4  # proposer.grpo.prompts_per_step x group_size
 
 
@@ -64,6 +67,7 @@ def test_one_round_end_to_end_killed_mid_phase_then_resumed(tmp_path):
     check_each_phase_once_and_no_step_twice(run)
     check_rewards_follow_admission_and_the_coders_verdicts(run)
     check_band_pool_feeds_the_coder_phase(run)
+    check_the_middle_of_the_method(run)
 
 
 def check_every_artefact(run: Path) -> None:
@@ -74,6 +78,7 @@ def check_every_artefact(run: Path) -> None:
         "catalog.json",
         "pool.jsonl",
         "coder-init/policy_init/config.json",
+        "coder-init/warm_start/model.safetensors",
         "proposer-init/warm_start/model.safetensors",
         "proposer-init/warm_start.jsonl",
         "proposer/admissions.jsonl",
@@ -138,6 +143,24 @@ def check_band_pool_feeds_the_coder_phase(run: Path) -> None:
     assert pool and {r["name"] for r in pool} <= admitted
     coder = json.loads((run / "round-1" / "coder.yaml").read_text())
     assert coder["tasks"]["suite"] == str(run / "round-1" / "coder_tasks.jsonl")
-    assert coder["model"]["path"] == str(run / "coder-init" / "policy_init")
+    assert coder["model"]["path"] == str(run / "coder-init" / "warm_start")
     summary = json.loads((run / "summary.json").read_text())
     assert summary["coder"] == str(run / "round-1" / "coder" / "policy")
+
+
+def check_the_middle_of_the_method(run: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    proposals = rows(run / "round-1" / "proposer" / "proposals.jsonl")
+    inside = [p for p in proposals if p["admitted"] and 0 < p["p"] < 1]
+    assert inside, f"no admitted module with p strictly inside (0, 1): {[p['p'] for p in proposals]}"
+    assert all(0 < p["reward"] <= 1 for p in inside)  # Frontier Rewards other than 0 and -1
+    index = str(Path("..") / "shared" / "data" / "kernelbench.jsonl")
+    assert {p["benchmark_dedup"] for p in proposals} == {index}  # de-duplicated against KernelBench
+    assert {r["provenance"]["benchmark_dedup"] for r in rows(run / "round-1" / "coder_tasks.jsonl")} == {index}
+    steps = rows(run / "round-1" / "coder" / "steps.jsonl")
+    assert any(s["groups_with_signal"] > 0 for s in steps), "every Coder group had one outcome: zero advantages"
+    before = load_file(run / "coder-init" / "warm_start" / "model.safetensors")
+    after = load_file(run / "round-1" / "coder" / "policy" / "model.safetensors")
+    assert any(not torch.equal(before[k], after[k]) for k in before), "the Coder phase left its weights unchanged"

@@ -30,7 +30,7 @@ FIXTURE = ROOT / "tests" / "proposer" / "bench_fixture.jsonl"
 
 
 def config(tmp_path: Path, **proposer):
-    sets = {"run_dir": str(tmp_path / "run"), "proposer": {"admission": {"default_benchmark": False}, **proposer}}
+    sets = {"run_dir": str(tmp_path / "run"), "proposer": {"admission": {"benchmark_dedup": False}, **proposer}}
     return load_coevolve_config(ROOT / "configs" / "tiny-cpu.yaml", sets)
 
 
@@ -70,6 +70,7 @@ def test_proposer_reward_gives_rho_to_rejected_and_frontier_reward_to_admitted(t
     assert stats["near_duplicate_share"] == 0.25 and stats["distinct_api_sets"] == 1
     records = [json.loads(x) for x in (root / "round-1" / "proposer" / "proposals.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records] == [f"r1s0001i00{i}" for i in range(4)]
+    assert {r["benchmark_dedup"] for r in records} == {"off (proposer.admission.benchmark_dedup: false)"}
     assert len((root / "round-1" / "proposer" / "solutions.jsonl").read_text().splitlines()) == 4
 
 
@@ -118,6 +119,30 @@ def test_round_inputs_frontier_only_and_mix(tmp_path):
     rows = mix_inputs(mixed, results, 2, tmp_path)
     # 4 = steps x prompts per step; up to half frontier sets (one exists), co-occurrence samples the rest
     assert [r["origin"] for r in rows] == ["frontier", "cooccurrence", "cooccurrence", "cooccurrence"]
+
+
+def test_frontier_takes_the_coders_failures_from_every_module_it_evaluated(tmp_path):
+    from kernelzero.train.coevolve_pool import solved_modules
+
+    one = tmp_path / "round-1" / "proposer"
+    one.mkdir(parents=True)
+    (tmp_path / "proposer").mkdir()
+    names = {"a": ("gelu", "silu"), "b": ("abs", "exp"), "c": ("sigmoid", "tanh")}
+    suite = [{"name": n, "code": write_module(apis), "provenance": {"apis": list(apis)}} for n, apis in names.items()]
+    (tmp_path / "proposer" / "admitted.jsonl").write_text("".join(json.dumps(r) + "\n" for r in suite))
+    records = [{**_record(n, p), "step": 1, "apis": list(names[n])} for n, p in (("a", 0.5), ("b", 0.0), ("c", 0.125))]
+    records.append({"admitted": False, "task": "", "p": None, "reward": -1.0, "step": 1, "apis": ["relu", "exp"]})
+    (one / "proposals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    tries = [{"step": 1, "task": "b", "correct": False, "status": "mismatch", "message": "max abs diff 3"}] * 2
+    (one / "solutions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tries))
+    # "a" was in the band pool and is re-evaluated by the frontier eval; b (p = 0) and c (below the band) join
+    found = solved_modules(tmp_path, 1, skip={"a"})
+    assert [(r.name, r.p, r.n) for r in found] == [("b", 0.0, 2), ("c", 0.125, 0)]
+    assert found[0].notes == ["mismatch: max abs diff 3"] * 2
+    rows = mix_inputs(
+        config(tmp_path, pool={"inputs": "frontier"}), [_result("a", 0.75, ["gelu", "silu"]), *found], 2, tmp_path
+    )
+    assert [r["apis"] for r in rows] == [["abs", "exp"], ["sigmoid", "tanh"]]  # the p = 0 module first
 
 
 def _catalog() -> dict:
@@ -169,6 +194,19 @@ def test_run_folder_refuses_another_configuration(tmp_path):
         ({"proposer": {"reward": {"band": [0.8, 0.2]}}}, "band must be"),
         ({"proposer": {"solve": {"sampels": 3}}}, r"unknown key\(s\) \['sampels'\]"),
         ({"coevolution": {"rounds": 0}}, "rounds must be >= 1"),
+        ({"coevolution": {"coder_warm_start": False}}, "coder_warm_templates: warm start off"),
+        ({"proposer": {"admission": {"benchmark_index": "no/such/kernelbench.jsonl"}}}, "benchmark_index: no/such"),
+        ({"proposer": {"admission": {"benchmark_index": None}}}, "benchmark_dedup: false to run without"),
+        (
+            {
+                "backend": "cuda",
+                "device": "cpu",
+                "warm_start": {"steps": 0},
+                "reward": {"compiled_counts": True},
+                "verifier": {"options": {}},
+            },
+            "co-evolution measures p",
+        ),
     ],
 )
 def test_bad_coevolution_values_name_the_problem(sets, match):
@@ -220,6 +258,10 @@ def test_dry_run_fails_clearly_on_a_bad_path_or_an_unreachable_service(tmp_path,
     assert main(["train", "--config", str(ROOT / "configs" / "tiny-cpu.yaml"), "--dry-run", *bad]) == 2
     err = capsys.readouterr().err
     assert "holds no config.json" in err and "neither an existing folder nor a hub id" in err
+    (tmp_path / "empty.jsonl").write_text("")
+    index = ["--set", f"proposer.admission.benchmark_index={tmp_path / 'empty.jsonl'}"]
+    assert main(["train", "--config", str(ROOT / "configs" / "tiny-cpu.yaml"), "--dry-run", *index]) == 2
+    assert "benchmark_index" in capsys.readouterr().err
 
 
 def _metrics(folder: Path, pass1: float) -> None:

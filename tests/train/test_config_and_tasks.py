@@ -46,6 +46,14 @@ def write(tmp_path: Path, text: str) -> Path:
         ("verifier:\n  via: http\n", "needs verifier.url"),
         ("verifier:\n  options:\n    profile: strict\n", "CA-GRPO reads 'default'"),
         ("grpo:\n  lora:\n    rank: 8\n", r"lora: unknown key\(s\) \['rank'\]"),
+        # the service takes only CLIENT_OPTIONS, within bounds: refused at load, not with a 422 after generation
+        (
+            "verifier:\n  via: http\n  url: http://x\n  options:\n    compile_check: false\n",
+            r"would refuse: verifier.options.compile_check is server configuration",
+        ),
+        ("verifier:\n  via: http\n  url: http://x\n  options:\n    trials: 50\n", "verifier.options.trials: Input"),
+        ("tasks:\n  test_levels: [1, 2]\n", "test_levels filters tasks.test_suite"),
+        ("tasks:\n  test_suite: kz-basic\n  test_levels: [4]\n", "KernelBench levels 1, 2, 3"),
         ("- a\n- b\n", "top level must be a mapping"),
         ("grpo: [\n", "not valid YAML"),
     ],
@@ -53,6 +61,24 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_bad_configs_name_the_problem(tmp_path, text, match):
     with pytest.raises(ValueError, match=match):
         load_config(write(tmp_path, text))
+
+
+def test_http_verifier_with_client_options_only_loads(tmp_path):
+    text = "verifier:\n  via: http\n  url: http://x\n  options:\n    trials: 3\n    policy: strict\n"
+    assert load_config(write(tmp_path, text)).verifier.options["trials"] == 3
+
+
+KERNELBENCH = ROOT.parent / "shared" / "data" / "kernelbench.jsonl"
+
+
+@pytest.mark.skipif(not KERNELBENCH.exists(), reason="../shared/data/kernelbench.jsonl is absent")
+def test_paper_config_evaluates_kernelbench_levels_1_and_2_only(tmp_path):
+    from kernelzero.train.coder import prepare_tasks
+
+    cfg = load_config(ROOT / "configs" / "qwen2.5-coder-7b.yaml", {"run_dir": str(tmp_path)})
+    assert Path(cfg.tasks.test_suite).resolve() == KERNELBENCH.resolve() and cfg.tasks.test_levels == [1, 2]
+    splits, _ = prepare_tasks(cfg, tmp_path)
+    assert {t.level for t in splits["test"]} == {1, 2} and len(splits["test"]) == 200  # 100 per level, no Level 3
 
 
 def test_missing_config_file(tmp_path):

@@ -19,7 +19,7 @@ TASKS = {name: Task(name=name, source="") for name in ("A", "B", "C")}
 class ScriptedReward(CoderReward):
     """CoderReward whose verification reads the verdict off the completion: "correct 2.0" or "mismatch"."""
 
-    def verify(self, names, texts):
+    def verify(self, names, texts, timed=True):
         out = []
         for name, text in zip(names, texts):
             status, _, speed = text.partition(" ")
@@ -34,7 +34,7 @@ class ScriptedReward(CoderReward):
                     "H200",
                     "done",
                     policy_status={"strict": status},
-                    speedup_eager=float(speed) if speed else None,
+                    speedup_eager=float(speed) if speed and timed else None,
                 )
             )
         return out
@@ -84,7 +84,8 @@ def test_one_process_same_rewards_and_step_statistics():
     assert rewards == EXPECTED
     rows = steps[0]["rows"]
     assert [r[1] for r in rows] == [1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1]
-    assert rows[3][2] is None and rows[4][2] == 4.0  # no timing -> None; speedups kept for correct rows
+    assert rows[3][2] is None and rows[1][2] == 4.0  # no timing -> None; speedups kept for correct rows
+    assert rows[4][2] is None  # group B's gate is closed: its correct 4x kernel is never timed
 
 
 def test_conversational_completions_are_read():
@@ -131,7 +132,7 @@ def test_same_task_and_code_is_verified_once():
     status = {same: "correct", other: "mismatch"}
 
     class Counting(CoderReward):
-        def _verify_distinct(self, names, texts):
+        def _verify_distinct(self, names, texts, timed=True):
             seen.append(list(zip(names, texts)))
             return ScriptedReward.verify(self, names, [status[t] for t in texts])
 

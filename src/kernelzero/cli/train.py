@@ -71,9 +71,10 @@ def dry_run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, overrides)
         problems = [check_model_path("model.path", cfg.model.path)]
         if cfg.verifier.via == "http":
-            from kernelzero.train.coevolve_config import CoevolveConfig, LoopSettings, ProposerConfig
+            from kernelzero.train.coevolve_config import AdmissionSettings, CoevolveConfig, LoopSettings, ProposerConfig
 
-            problems += dry_run(CoevolveConfig(cfg, ProposerConfig(), LoopSettings()))
+            no_proposer = ProposerConfig(admission=AdmissionSettings(benchmark_dedup=False))  # a Coder-only run
+            problems += dry_run(CoevolveConfig(cfg, no_proposer, LoopSettings()))
     problems = sorted({p for p in problems if p})
     if problems:
         raise ValueError(f"{args.config}: dry run found {len(problems)} problem(s): " + "; ".join(problems))

@@ -21,13 +21,14 @@ import datetime
 import json
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kernelzero.coder.prompts import build_messages
 from kernelzero.evaluation.run import EvalConfig, run_eval
 from kernelzero.service.store import VerdictStore
-from kernelzero.tasks import load_suite, resize
+from kernelzero.tasks import load_suite, resize, select
 from kernelzero.train.config import CoderTrainConfig, to_plain
 from kernelzero.train.logs import StepLog, TimeBudget
 from kernelzero.train.miniature import make_tasks, read_solutions, write_split
@@ -92,9 +93,10 @@ def prepare_tasks(cfg: CoderTrainConfig, run: Path) -> tuple[dict[str, list[Task
         path = folder / f"{split}.jsonl"
         splits[split] = load_suite(path).tasks if path.stat().st_size else []
         solutions.update(read_solutions(path))
-    for split, spec in (("rl", t.suite), ("test", t.test_suite)):
+    for split, spec, levels in (("rl", t.suite, None), ("test", t.test_suite, t.test_levels)):
         if spec:  # a real suite replaces the generated split (it has no solutions: GRPO and eval need none)
-            splits[split] = [resize(task, preset=t.preset, scale=t.scale) for task in load_suite(spec).tasks]
+            chosen = select(load_suite(spec).tasks, levels)
+            splits[split] = [resize(task, preset=t.preset, scale=t.scale) for task in chosen]
     return splits, solutions
 
 
@@ -305,14 +307,15 @@ def evaluate(cfg: CoderTrainConfig, run: Path, policy: Path, name: str) -> dict[
     """One-shot evaluation of `policy` on the held-out split through `kernelzero eval`."""
     e = cfg.eval
     suite = run / "tasks" / f"{e.split}.jsonl"
-    preset = None
+    preset, levels = None, ()
     if e.split == "test" and cfg.tasks.test_suite:
-        suite, preset = Path(cfg.tasks.test_suite), cfg.tasks.preset
+        suite, preset, levels = Path(cfg.tasks.test_suite), cfg.tasks.preset, tuple(cfg.tasks.test_levels or ())
     out = run / "eval" / name
     _log(f"evaluating {policy.name} on {suite.name}: {e.samples} samples per task -> {out}")
     metrics = run_eval(
         EvalConfig(
             suite=str(suite),
+            levels=levels,
             preset=preset,
             model=f"hf:{policy}",
             backend=cfg.backend,
@@ -332,6 +335,8 @@ def _start(cfg: CoderTrainConfig) -> Path:
     """The run folder, checked against its run.json; CPU threads set as configured."""
     import torch
 
+    if cfg.backend == "cuda" and device_of(cfg) == "cpu" and not cfg.reward.compiled_counts:
+        raise ValueError("backend cuda without a GPU: CUDA is only compile-checked here; see reward.compiled_counts")
     run = Path(cfg.run_dir)
     run.mkdir(parents=True, exist_ok=True)
     _check_run_json(cfg, run)
@@ -340,11 +345,15 @@ def _start(cfg: CoderTrainConfig) -> Path:
     return run
 
 
-def prepare_only(cfg: CoderTrainConfig) -> Path:
+def prepare_only(cfg: CoderTrainConfig, sft: Sequence[tuple[Task, str]] = ()) -> Path:
     """Write the tasks and the start policy (warm start included) and stop: run this once before launching
-    GRPO on several processes, so that they do not race to write them."""
+    GRPO on several processes, so that they do not race to write them. `sft`: (task, kernel) pairs the
+    warm start fits instead of the sft split (co-evolution's template modules)."""
     run = _start(cfg)
     splits, solutions = prepare_tasks(cfg, run)
+    if sft:
+        splits["sft"] = [task for task, _ in sft]
+        solutions.update({task.name: kernel for task, kernel in sft})
     return prepare_policy(cfg, run, splits, solutions)
 
 

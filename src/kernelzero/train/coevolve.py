@@ -139,7 +139,15 @@ def prepare(cfg: CoevolveConfig) -> dict[str, str]:
     else:
         warm = cfg.coder.warm_start if cfg.loop.coder_warm_start else dataclasses.replace(cfg.coder.warm_start, steps=0)
         init = dataclasses.replace(cfg.coder, run_dir=str(root / "coder-init"), warm_start=warm)
-        coder = str(prepare_only(init))
+        extra = []
+        if cfg.loop.coder_warm_templates:  # the Proposer's warm-start template modules, with known-good kernels
+            from kernelzero.train.report import read_jsonl
+            from kernelzero.train.template_kernels import template_tasks
+
+            extra = template_tasks(read_jsonl(pool), cfg.proposer.warm_start_sets)
+            if not extra:
+                raise ValueError("coevolution.coder_warm_templates: no API set of the pool has a template kernel")
+        coder = str(prepare_only(init, extra))
     proposer = str(prepare_proposer_policy(cfg, root))
     return {"pool": str(pool), "coder": coder, "proposer": proposer}
 

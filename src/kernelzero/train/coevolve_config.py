@@ -11,8 +11,10 @@ the last two. `coevolution.run_dir` (else the top-level `run_dir`) is the run fo
 phase gets a folder inside it.
 
 The dry run needs no GPU and loads no model: it checks the config, that every model path is a local folder
-with a `config.json` or shaped like a hub id (`org/name`), and, when verification goes through HTTP, that the
-service answers its health check.
+with a `config.json` or shaped like a hub id (`org/name`), that the benchmark index admission de-duplicates
+against (`proposer.admission.benchmark_index`, a KernelBench jsonl) loads with tasks (config load already fails,
+naming it, when the file is missing, unless `benchmark_dedup: false`), and, when verification goes through HTTP,
+that the service answers its health check.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class AdmissionSettings:
     scale: float | None = None  # shrink size globals before running (CPU runs)
     max_extra: int = 2
     window_us: tuple[float, float] = (50.0, 20000.0)  # eager forward time window on a GPU (microseconds)
-    default_benchmark: bool = True  # keep KernelBench Levels 1-3 out (when ../shared/data has it)
+    benchmark_index: str | None = "../shared/data/kernelbench.jsonl"  # KernelBench jsonl: its tasks never admitted
+    benchmark_dedup: bool = True  # false: no benchmark de-duplication (every proposal record of the run says so)
     benchmarks: list[str] | None = None  # more suites never to duplicate
 
 
@@ -113,6 +116,7 @@ class LoopSettings:
     rounds: int = 4  # the paper: 4 rounds of 20 steps per phase
     freeze_proposer_after: int | None = None  # no Proposer update after this round (0: never trained)
     coder_warm_start: bool = True  # the Coder starts from the warm start of the Coder config (tiny models)
+    coder_warm_templates: bool = False  # that warm start fits the Proposer's warm-start template modules instead
     python: str | None = None  # interpreter of the phase processes (None: this one)
     run_dir: str | None = None  # the loop's run folder (None: the top-level run_dir); --set run_dir=... wins
 
@@ -179,6 +183,7 @@ def validate_proposer(p: ProposerConfig, loop: LoopSettings, where: str) -> None
         (p.warm_start_sets >= 1, "proposer.warm_start_sets must be >= 1"),
         (loop.rounds >= 1, "coevolution.rounds must be >= 1"),
         (loop.freeze_proposer_after is None or loop.freeze_proposer_after >= 0, "freeze_proposer_after >= 0"),
+        (not loop.coder_warm_templates or loop.coder_warm_start, "coevolution.coder_warm_templates: warm start off"),
     ]
     for ok, message in checks:
         if not ok:
@@ -186,9 +191,25 @@ def validate_proposer(p: ProposerConfig, loop: LoopSettings, where: str) -> None
     for name, value in (("pool.vocabulary", pool.vocabulary), ("admission.benchmarks", p.admission.benchmarks)):
         if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise ValueError(f"{where}: proposer.{name} must be a list of strings")
+    a = p.admission
+    if a.benchmark_dedup and not (a.benchmark_index and Path(a.benchmark_index).is_file()):
+        raise ValueError(
+            f"{where}: proposer.admission.benchmark_index: {a.benchmark_index} is not a file (the KernelBench jsonl "
+            "that admission de-duplicates against, e.g. ../shared/data/kernelbench.jsonl from the working folder); "
+            "give its path, or set proposer.admission.benchmark_dedup: false to run without de-duplication"
+        )
     if p.model.path is None and p.warm_start.steps > 0 and not pool.template_only:
         raise ValueError(
             f"{where}: a tiny Proposer's warm start fits template modules: set proposer.pool.template_only"
+        )
+
+
+def validate_coder(coder: CoderTrainConfig, where: str) -> None:
+    """Coder settings co-evolution cannot use."""
+    if coder.reward.compiled_counts:
+        raise ValueError(
+            f"{where}: reward.compiled_counts: co-evolution measures p as the share of verified-correct tries, and a "
+            "CUDA Coder on CPU is only compile-checked (use a GPU, or backend triton)"
         )
 
 
@@ -208,6 +229,7 @@ def load_coevolve_config(path: str | Path, overrides: dict[str, Any] | None = No
     proposer = _proposer(proposer_data, f"{path}.proposer")
     loop = build_section(LoopSettings, loop_data, f"{path}.coevolution")
     validate_proposer(proposer, loop, str(path))
+    validate_coder(coder, str(path))
     if loop.run_dir and "run_dir" not in extra:  # a Coder-only run of the same file keeps its own folder
         coder = dataclasses.replace(coder, run_dir=loop.run_dir)
     return CoevolveConfig(coder, proposer, loop, str(path))
@@ -225,6 +247,19 @@ def check_model_path(where: str, path: str | None) -> str:
     return ""
 
 
+def check_benchmark_index(a: AdmissionSettings) -> str:
+    """'' when de-duplication is off or its index loads with at least one task; else the problem."""
+    if not a.benchmark_dedup:
+        return ""
+    from kernelzero.proposer.dedup import BenchmarkIndex
+
+    try:
+        count = BenchmarkIndex().add_suite(a.benchmark_index or "")
+    except Exception as exc:  # any failure to read it is the finding
+        return f"proposer.admission.benchmark_index: {a.benchmark_index} does not load as a suite ({exc})"
+    return "" if count else f"proposer.admission.benchmark_index: {a.benchmark_index} holds no task"
+
+
 def dry_run(cfg: CoevolveConfig, health_timeout_s: float = 5.0) -> list[str]:
     """Problems that would stop the run here (empty when none); loads no model and needs no GPU."""
     problems = [
@@ -236,6 +271,7 @@ def dry_run(cfg: CoevolveConfig, health_timeout_s: float = 5.0) -> list[str]:
         problems.append(f"proposer.solve.model: {spec!r} is not an openai:, hf: or vllm: spec")
     if spec is not None and spec.startswith(("hf:", "vllm:")):
         problems.append(check_model_path("proposer.solve.model", spec.partition(":")[2]))
+    problems.append(check_benchmark_index(cfg.proposer.admission))
     v = cfg.coder.verifier
     if v.via == "http":
         from kernelzero.service.client import Client

@@ -7,8 +7,12 @@
 Round 1's Proposer inputs are co-occurrence samples (proposer/cooccur.py). A later round's inputs follow
 `proposer.pool.inputs`: `cooccurrence` (the same pool), `frontier` (only the API sets of modules the current
 Coder solves less often than `threshold`), or `mix` (frontier sets making up `frontier_share`, co-occurrence
-samples the rest; proposer/frontier.py). The frontier is measured by evaluating the current Coder on the
-previous round's band pool through `kernelzero eval` (N samples per module, the eval folder kept in the round).
+samples the rest; proposer/frontier.py). The frontier is built from the Coder's failures on every module it
+evaluated: the current Coder is evaluated on the previous round's band pool through `kernelzero eval` (N samples
+per module, the eval folder kept in the round), and every other module admitted in the previous round joins with
+the success rate its N tries had in that round's Proposer phase (p below the band, p = 0 included; their
+failure messages from solutions.jsonl become the notes), so modules the Coder failed completely feed the next
+Proposer too.
 
 The band pool: admitted modules whose success rate lies in the band, most informative (p nearest 0.5) first;
 when fewer than `min_tasks`, the nearest admitted modules outside the band (by distance to it) fill it up, the
@@ -78,7 +82,26 @@ def round_inputs(cfg: CoevolveConfig, root: Path, round_no: int, coder_path: str
     if round_no == 1 or p.inputs == "cooccurrence" or not previous.exists():
         return write_jsonl(out, base)
     results = frontier_results(cfg, root, round_no, coder_path, previous)
+    results += solved_modules(root, round_no - 1, skip={r.name for r in results})
     return write_jsonl(out, mix_inputs(cfg, results, round_no, root))
+
+
+def solved_modules(root: Path, round_no: int, skip: set[str]) -> list:
+    """TaskResults of the modules admitted in round `round_no`'s Proposer phase (but those named in `skip`), with
+    the success rate of the Coder's N tries there and its failure messages as notes."""
+    from kernelzero.proposer.frontier import MAX_NOTES, TaskResult
+
+    phase = root / f"round-{round_no}" / "proposer"
+    suite = {r["name"]: r for r in read_jsonl(root / "proposer" / "admitted.jsonl")}
+    tries = read_jsonl(phase / "solutions.jsonl") if (phase / "solutions.jsonl").exists() else []
+    out = []
+    for r in read_jsonl(phase / "proposals.jsonl"):
+        if not r["admitted"] or r["p"] is None or r["task"] not in suite or r["task"] in skip:
+            continue
+        mine = [t for t in tries if t["task"] == r["task"] and t["step"] == r["step"]]
+        notes = [f"{t['status']}: {t['message']}" for t in mine if not t["correct"] and t["message"]][:MAX_NOTES]
+        out.append(TaskResult(r["task"], len(mine), r["p"], r["reward"], list(r["apis"]), notes, suite[r["task"]]))
+    return out
 
 
 def frontier_results(cfg: CoevolveConfig, root: Path, round_no: int, coder_path: str, suite: Path) -> list:
@@ -181,7 +204,7 @@ def band_pool(
 def write_band_pool(cfg: CoevolveConfig, root: Path, round_no: int) -> Path:
     """round-r/coder_tasks.jsonl from the round's Proposer records; raises when nothing was admitted."""
     from kernelzero.proposer.admit import benchmark_index
-    from kernelzero.train.proposer_reward import admit_options
+    from kernelzero.train.proposer_reward import admit_options, dedup_note
 
     records = read_jsonl(root / f"round-{round_no}" / "proposer" / "proposals.jsonl")
     earlier = [x for k in range(1, round_no) for x in read_jsonl(root / f"round-{k}" / "proposer" / "proposals.jsonl")]
@@ -194,4 +217,6 @@ def write_band_pool(cfg: CoevolveConfig, root: Path, round_no: int) -> Path:
             f"round {round_no}: the Proposer had no admitted module to give the Coder "
             f"({len(records)} proposals; see round-{round_no}/proposer/proposals.jsonl for the reasons)"
         )
+    note = dedup_note(cfg)  # the Coder's tasks say whether they were de-duplicated against the benchmark
+    rows = [{**r, "provenance": {**r["provenance"], "benchmark_dedup": note}} for r in rows]
     return write_jsonl(root / f"round-{round_no}" / "coder_tasks.jsonl", rows)

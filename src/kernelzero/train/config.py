@@ -24,6 +24,7 @@ VERIFY_VIA = ("pool", "ray", "http")
 SPLITS = ("sft", "rl", "test")
 VLLM_MODES = ("colocate", "server")
 DTYPES = ("float32", "bfloat16", "float16")
+BACKENDS = ("triton", "cuda")  # kernel languages the Coder phase trains (prompts, extraction, verifier)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class TaskConfig:
     n_test: int = 64  # held-out tasks for evaluation (unseen by both)
     suite: str | None = None  # GRPO on this suite instead of the rl split (kz-basic, a KernelBench folder, a .jsonl)
     test_suite: str | None = None  # evaluate on this suite instead of the test split
+    test_levels: list[int] | None = None  # only these levels of test_suite (KernelBench: [1, 2]); None: all
     preset: str | None = None  # size preset applied to suite tasks (e.g. "smoke")
     scale: float | None = None  # shrink the size globals of suite tasks by this factor (CPU runs of proposed modules)
 
@@ -116,6 +118,7 @@ class RewardConfig:
     baseline: str = "eager"  # speedup against PyTorch eager or torch.compile ("compile": slower verification)
     form: str = "log"  # speedup normalisation (rewards.speedup_score): log or linear
     cap: float = 4.0  # speedup at which S reaches 1
+    compiled_counts: bool = False  # CUDA on CPU: c_i = 1 for `compiled` (static checks + nvcc for sm_90; nothing ran)
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ class CoderTrainConfig:
 
     run_dir: str = "runs/coder"  # everything the run writes goes here
     seed: int = 0
-    backend: str = "triton"  # kernel language asked for (the miniature's kernels are Triton)
+    backend: str = "triton"  # kernel language asked for: triton or cuda (the miniature's kernels are Triton)
     device: str = "auto"  # training device: auto, cpu or cuda
     cpu_threads: int | None = None  # torch threads when training on CPU (None: torch's default)
     tasks: TaskConfig = field(default_factory=TaskConfig)
@@ -244,6 +247,32 @@ def _one_of(where: str, value: str, valid: tuple[str, ...]) -> None:
         raise ValueError(f"{where} must be one of {', '.join(valid)}, got {value!r}")
 
 
+def _backend_checks(cfg: CoderTrainConfig) -> list[tuple[bool, str]]:
+    """What a CUDA Coder needs: no warm start on the miniature's Triton kernels, and on CPU the explicit
+    compile-check reward (`reward.compiled_counts`, with the compile check on)."""
+    r, cuda_cpu = cfg.reward, cfg.backend == "cuda" and cfg.device == "cpu"
+    return [
+        (
+            cfg.backend == "triton" or cfg.warm_start.steps == 0 or bool(cfg.model.path),
+            "the warm start fits the miniature's Triton kernels: backend cuda needs warm_start.steps 0 (or model.path)",
+        ),
+        (
+            not cuda_cpu or r.compiled_counts,
+            "backend cuda on CPU: the verifier only compile-checks CUDA there (status `compiled`, nothing runs); set "
+            "reward.compiled_counts: true to train on that signal",
+        ),
+        (
+            not r.compiled_counts or cuda_cpu,
+            "reward.compiled_counts is for backend cuda with device cpu (a GPU verifies CUDA kernels for real)",
+        ),
+        (
+            not r.compiled_counts or cfg.verifier.options.get("compile_check", True),
+            "reward.compiled_counts needs the compile check (verifier.options.compile_check true): without it "
+            "`compiled` means only that the module imported",
+        ),
+    ]
+
+
 def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     """Check values TRL or the verifier would reject late; return the config unchanged."""
     g, r, v, m, t = cfg.grpo, cfg.reward, cfg.verifier, cfg.model, cfg.tasks
@@ -255,7 +284,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     _one_of(f"{where}.verifier.via", v.via, VERIFY_VIA)
     _one_of(f"{where}.model.dtype", m.dtype, DTYPES)
     _one_of(f"{where}.device", cfg.device, ("auto", "cpu", "cuda"))
-    _one_of(f"{where}.backend", cfg.backend, ("triton",))
+    _one_of(f"{where}.backend", cfg.backend, BACKENDS)
     _one_of(f"{where}.reward.baseline", r.baseline, ("eager", "compile"))
     _one_of(f"{where}.reward.form", r.form, ("log", "linear"))
     _one_of(f"{where}.warm_start.lr_schedule", cfg.warm_start.lr_schedule, ("cosine", "constant"))
@@ -277,16 +306,48 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (min(t.n_sft, t.n_test) >= 1 and t.n_rl >= 0, "tasks: n_sft and n_test >= 1, n_rl >= 0"),
         (g.train_split != "rl" or t.n_rl >= 1 or bool(t.suite), "grpo.train_split rl needs tasks.n_rl or suite"),
         (cfg.eval.samples >= 1, "eval.samples must be >= 1"),
+        (t.test_levels is None or bool(t.test_suite), "tasks.test_levels filters tasks.test_suite: set it too"),
+        (
+            t.test_levels is None or (bool(t.test_levels) and all(x in (1, 2, 3) for x in t.test_levels)),
+            "tasks.test_levels must be a non-empty list of KernelBench levels 1, 2, 3",
+        ),
     ]
-    for ok, message in checks:
+    for ok, message in checks + _backend_checks(cfg):
         if not ok:
             raise ValueError(f"{where}: {message}")
+    refused = service_refusals(v.options) if v.via == "http" else []
+    if refused:
+        raise ValueError(f"{where}: the verification service (verifier.via http) would refuse: " + "; ".join(refused))
     if g.lora is not None:
         known = {"r", "lora_alpha", "lora_dropout", "target_modules", "bias"}
         unknown = sorted(set(g.lora) - known)
         if unknown:
             raise ValueError(f"{where}.grpo.lora: unknown key(s) {unknown}; valid: {sorted(known)}")
     return cfg
+
+
+def service_refusals(options: dict[str, Any]) -> list[str]:
+    """Why `kernelzero serve` would refuse these verifier options from a client (service/schema.py's OptionsIn,
+    checked as the reward sends them: `policy` left out, the profile `default`); [] when it would take them."""
+    from pydantic import ValidationError
+
+    from kernelzero.service.schema import CLIENT_OPTIONS, OptionsIn
+
+    try:
+        OptionsIn.model_validate({"profile": "default", **{k: x for k, x in options.items() if k != "policy"}})
+    except ValidationError as exc:
+        out = []
+        for err in exc.errors(include_input=False, include_url=False):
+            name = "verifier.options." + ".".join(str(part) for part in err["loc"])
+            if err["type"] == "extra_forbidden":
+                out.append(
+                    f"{name} is server configuration (set it where `kernelzero serve` runs); a client may set "
+                    f"only {', '.join(CLIENT_OPTIONS)}"
+                )
+            else:
+                out.append(f"{name}: {err['msg']}")
+        return out
+    return []
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CoderTrainConfig:

@@ -95,11 +95,11 @@ def reference_source(steps: tuple[tuple[str, str], ...], reduction: str, rows: i
     )
 
 
-def _elementwise_solution(steps: tuple[tuple[str, str], ...], two: bool) -> str:
+def _elementwise_kernel(lines: list[str], two: bool) -> str:
     ptrs = "x_ptr, y_ptr, out_ptr" if two else "x_ptr, out_ptr"
     loads = "    x = tl.load(x_ptr + offsets, mask=mask)\n"
     loads += "    y = tl.load(y_ptr + offsets, mask=mask)\n" if two else ""
-    body = "".join(f"    {line}\n" for line in _lines(steps, 1))
+    body = "".join(f"    {line}\n" for line in lines)
     args, call = ("x, y", "x, y, out") if two else ("x", "x, out")
     cont = "        x = x.contiguous()\n" + ("        y = y.contiguous()\n" if two else "")
     return (
@@ -150,13 +150,21 @@ def _reduction_solution(steps: tuple[tuple[str, str], ...], two: bool, reduction
     )
 
 
+_HEAD = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
+
+
+def elementwise_solution(lines: list[str], two: bool) -> str:
+    """A ModelNew running the kernel `lines` (each updating `x`; `y` the second input when `two`) in one fused
+    elementwise Triton kernel."""
+    return _HEAD + _elementwise_kernel(lines, two)
+
+
 def solution_source(steps: tuple[tuple[str, str], ...], reduction: str) -> str:
     """A ModelNew computing the chain in one fused Triton kernel."""
     two = any(op in BINARY for op, _ in steps)
-    head = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
     if reduction:
-        return head + _reduction_solution(steps, two, reduction)
-    return head + _elementwise_solution(steps, two)
+        return _HEAD + _reduction_solution(steps, two, reduction)
+    return elementwise_solution(_lines(steps, 1), two)
 
 
 def _draw_steps(rng: random.Random, max_steps: int) -> tuple[tuple[str, str], ...]:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kernelzero.train.reward import CoderReward, group_rewards, is_skipped_row, verdict_row
+from kernelzero.train.reward import CoderReward, group_rewards, is_skipped_row
 from kernelzero.train.warm_start import prompt_text
 from kernelzero.types import Task
 
@@ -75,8 +75,7 @@ def probe_pass1(
     gens = sample_completions(model, tokenizer, prompts, samples, temperature, max_new_tokens, batch_size, seed)
     generated = time.monotonic()
     names = [t.name for t in tasks for _ in range(samples)]
-    verdicts = reward.verify(names, [text for text, _ in gens])
-    rows = [verdict_row(n, v, tokens, reward.reward.baseline) for n, v, (_, tokens) in zip(names, verdicts, gens)]
+    _, rows, _ = reward.score(names, [text for text, _ in gens], [tokens for _, tokens in gens], lambda r: (r, 0))
     rewards, gates = group_rewards(rows, samples, reward.reward)
     scored = [x for x in rewards if x is not None]  # skipped samples (infra_error, task_broken) have no reward
     if was_training:

@@ -57,9 +57,15 @@ def admit_options(cfg: CoevolveConfig) -> AdmitOptions:
         max_extra=a.max_extra,
         window_us=a.window_us,
         profile="default",
-        benchmarks=tuple(a.benchmarks or ()),
-        default_benchmark=a.default_benchmark,
+        benchmarks=(*([a.benchmark_index] if a.benchmark_dedup and a.benchmark_index else []), *(a.benchmarks or ())),
+        default_benchmark=False,  # the index is the config's, never looked up by a default path
     )
+
+
+def dedup_note(cfg: CoevolveConfig) -> str:
+    """What every proposal record says about benchmark de-duplication: the index, or that it was off."""
+    a = cfg.proposer.admission
+    return (a.benchmark_index or "") if a.benchmark_dedup else "off (proposer.admission.benchmark_dedup: false)"
 
 
 def proposal_id(round_no: int, step: int, index: int) -> str:
@@ -161,7 +167,7 @@ class CoderSolver:
             for g in gens.get(t.name, []):
                 names.append(t.name)
                 texts.append(g.text if g.ok else "")
-        verdicts = self.checker.verify(names, texts)
+        verdicts = self.checker.verify(names, texts, timed=False)  # p needs correctness only
         out: dict[str, list[tuple[str, Verdict]]] = {t.name: [] for t in tasks}
         for name, text, verdict in zip(names, texts, verdicts):
             out[name].append((text, verdict))
@@ -186,6 +192,7 @@ class ProposerReward:
         self.cfg, self.round_no, self.root, self.phase_dir = cfg, round_no, root, phase_dir
         self.solver, self.model_name, self.on_step = solver, model_name, on_step
         self.options = admit_options(cfg)
+        self.dedup = dedup_note(cfg)
         self.suite_path = root / "proposer" / "admitted.jsonl"
         self.log_path = root / "proposer" / "admissions.jsonl"
         self.collect_step = 0  # the step number when called outside TRL (a frozen Proposer)
@@ -254,6 +261,7 @@ class ProposerReward:
                     "task": d.task,
                     "p": p,
                     "reward": reward,
+                    "benchmark_dedup": self.dedup,
                     "code": prop["code"],
                 }
             )

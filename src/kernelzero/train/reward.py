@@ -16,10 +16,20 @@ process. So each process verifies its own slice, then every process gathers (tas
 length) of ALL slices (`torch.distributed.all_gather_object`, a no-op with one process), computes the gate of
 every group from the whole group, and returns the rewards of its own slice. Consecutive runs of
 `group_size` rows must name one task; anything else means the layout changed and raises.
+
+Verification cost: a sample's speedup counts only when its group's gate opens, so by default (`timing` below:
+"gated") every completion is first checked for correctness without timing, the gate of each group is computed
+from those checks, and only the correct samples of groups whose gate opens are verified again with timing (the
+verdict of that second, timed verification is the sample's). With the gate off every correct sample is timed in
+one pass ("all"); with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing
+is the server's setting, so it is one pass ("all"). CUDA on CPU (`compiled_counts`) is compile-checked only:
+c_i = 1 for a `compiled` verdict, nothing timed. Identical completions of a task (the same extracted code)
+are verified once and share the verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,10 +56,11 @@ def completion_text(completion: Any) -> str:
     raise ValueError(f"unexpected completion of type {type(completion).__name__}")
 
 
-def verdict_row(name: str, verdict: Verdict, tokens: int, baseline: str) -> Row:
+def verdict_row(name: str, verdict: Verdict, tokens: int, baseline: str, compiled_counts: bool = False) -> Row:
     """The Row of one verified sample: correct under the strict policy, its speedup against `baseline` if so; a
-    skipped verdict (`types.SKIPPED_STATUSES`) keeps its own status, which `is_skipped_row` reads."""
-    c = is_correct(verdict, "strict")
+    skipped verdict (`types.SKIPPED_STATUSES`) keeps its own status, which `is_skipped_row` reads.
+    `compiled_counts` (CUDA on CPU): a `compiled` verdict counts as correct (compile check only; no speedup)."""
+    c = is_correct(verdict, "strict") or (compiled_counts and verdict.status == "compiled")
     speed = verdict_speedup(verdict, baseline) if c else None
     status = verdict.status if is_skipped(verdict) else verdict.policy_status.get("strict", verdict.status)
     return (name, int(c), speed, status, tokens)
@@ -119,26 +130,61 @@ class CoderReward:
             overrides["compile_baseline"] = True
         self.options = options_for("default", **overrides)
 
-    def verify(self, names: Sequence[str], texts: Sequence[str]) -> list[Verdict]:
-        """Verdicts of (task, completion) pairs, in order; pairs with the same task and code are verified once."""
+    @property
+    def timing(self) -> str:
+        """Which samples are timed: "none", "all" (one pass) or "gated" (see the module docstring)."""
+        if self.reward.correctness_only or self.reward.beta == 0 or self.reward.compiled_counts:
+            return "none"
+        if not self.reward.gate or self.verifier.via == "http":
+            return "all"
+        return "gated"
+
+    def verify(self, names: Sequence[str], texts: Sequence[str], timed: bool = True) -> list[Verdict]:
+        """Verdicts of (task, completion) pairs, in order; pairs with the same task and code are verified once.
+        `timed=False`: correctness only (no timing, hence no speedup)."""
         unknown = sorted({n for n in names if n not in self.tasks})
         if unknown:
             raise ValueError(f"reward asked for unknown task(s) {unknown[:5]}")
         keys = [(n, extract_code(t)) for n, t in zip(names, texts)]
         first = {key: i for i, key in reversed(list(enumerate(keys)))}  # the first pair of each key
         todo = sorted(first.values())
-        found = dict(zip(todo, self._verify_distinct([names[i] for i in todo], [texts[i] for i in todo])))
+        found = dict(zip(todo, self._verify_distinct([names[i] for i in todo], [texts[i] for i in todo], timed)))
         return [found[first[key]] for key in keys]
 
-    def _verify_distinct(self, names: list[str], texts: list[str]) -> list[Verdict]:
+    def score(
+        self,
+        names: Sequence[str],
+        texts: Sequence[str],
+        tokens: Sequence[int],
+        gather: Callable[[list[Row]], tuple[list[Row], int]] = gather_rows,
+    ) -> tuple[list[Verdict], list[Row], int]:
+        """Verify (and time, as `timing` says) this process's samples; return their verdicts, the gathered rows
+        of every process and this process's offset into them (`gather`: all processes' rows in rank order)."""
+        mode = self.timing
+        verdicts = self.verify(names, texts, timed=mode == "all")
+        counts = self.reward.compiled_counts
+        rows = [verdict_row(n, v, k, self.reward.baseline, counts) for n, v, k in zip(names, verdicts, tokens)]
+        everything, offset = gather(rows)
+        if mode != "gated":
+            return verdicts, everything, offset
+        _, gates = group_rewards(everything, self.group_size, self.reward)
+        todo = [i for i, r in enumerate(rows) if r[1] and gates[(offset + i) // self.group_size]]
+        timed = self.verify([names[i] for i in todo], [texts[i] for i in todo], timed=True) if todo else []
+        for i, verdict in zip(todo, timed):
+            verdicts[i] = verdict
+            rows[i] = verdict_row(names[i], verdict, tokens[i], self.reward.baseline, counts)
+        everything, offset = gather(rows)  # every process gathers twice, timed samples or not
+        return verdicts, everything, offset
+
+    def _verify_distinct(self, names: list[str], texts: list[str], timed: bool) -> list[Verdict]:
         v = self.verifier
         if v.via == "http":
             options = {"profile": "default", **{k: x for k, x in v.options.items() if k != "policy"}}
             items = [(self.tasks[n], t, self.backend, options) for n, t in zip(names, texts)]
             return Client(v.url or "", token=v.token).verify_batch(items, timeout_s=v.timeout_s)
+        opts = self.options if timed else dataclasses.replace(self.options, time_it=False)
         requests = [
-            VerifyRequest(self.tasks[n], t, self.backend, self.options, tag=i)
-            for i, (n, t) in enumerate(zip(names, texts))
+            VerifyRequest(self.tasks[n], t, self.backend, opts, tag=i) for i, (n, t) in enumerate(zip(names, texts))
         ]
         out: list[Verdict | None] = [None] * len(requests)
         pool = "ray" if v.via == "ray" else "local"
@@ -152,10 +198,8 @@ class CoderReward:
         called = time.time()
         texts = [completion_text(c) for c in completions]
         ids = kwargs.get("completion_ids") or [[]] * len(texts)
-        verdicts = self.verify(task, texts)
-        rows = [verdict_row(n, v, len(t), self.reward.baseline) for n, v, t in zip(task, verdicts, ids)]
+        _, everything, offset = self.score(task, texts, [len(t) for t in ids])
         verified = time.time()
-        everything, offset = gather_rows(rows)
         rewards, gates = group_rewards(everything, self.group_size, self.reward)
         if self.on_step is not None:
             self.on_step(
@@ -168,4 +212,4 @@ class CoderReward:
                     "verified_at": verified,
                 }
             )
-        return rewards[offset : offset + len(rows)]
+        return rewards[offset : offset + len(texts)]
