@@ -32,6 +32,7 @@ child's environment, before triton is imported.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -54,6 +55,16 @@ class NaiveResult:
     reason: str  # the last RESULT line, or why the child failed
     seconds: float  # wall time of the child
     log: str = ""  # tail of the child's stdout + stderr
+
+
+def _gpu_memory(device: str):
+    """A GPU memory lease (verify/judge/memory.py) for the naive harness's child on a GPU: one CUDA context and 2 GB
+    at smoke sizes (this process takes a context too, to read the GPU's uuid); nothing on a CPU."""
+    if device == "cpu":
+        return contextlib.nullcontext()
+    from kernelzero.verify.judge.memory import CONTEXT_BYTES, GIB, current_gpu_lease
+
+    return current_gpu_lease(2 * GIB, None, base=2 * CONTEXT_BYTES)  # the child's context and this process's
 
 
 def run_naive(
@@ -89,15 +100,16 @@ def run_naive(
             env["TRITON_INTERPRET"] = "1"
         start = time.monotonic()
         try:
-            proc = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--child", str(request)],
-                cwd=tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout_s,
-                start_new_session=True,
-            )
+            with _gpu_memory(device):  # the GPU gate runs this beside verifications: it takes its share too
+                proc = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), "--child", str(request)],
+                    cwd=tmp,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=timeout_s,
+                    start_new_session=True,
+                )
         except subprocess.TimeoutExpired as exc:
             out = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace")
             return NaiveResult(False, f"timeout after {timeout_s:.0f} s", time.monotonic() - start, out[-3000:])

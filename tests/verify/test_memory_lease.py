@@ -79,10 +79,25 @@ def test_alone_waits_for_every_other_lease_and_a_lease_over_the_budget_is_cut_to
         with memory.memory_lease(1 * GB, "gpu-test", 100 * GB, alone=True) as waited:
             assert waited > 0.5
             assert memory.leased_bytes("gpu-test") == (100 * GB, 1)
+        with memory.memory_lease(1 * GB, "gpu-test", 100 * GB, alone=True, base=2 * GB):
+            assert memory.leased_bytes("gpu-test") == (100 * GB, 1)  # all the budget: its own base and the rest
         with memory.memory_lease(500 * GB, "gpu-test", 100 * GB) as waited:  # would never fit: cut, not stuck
             assert memory.leased_bytes("gpu-test") == (100 * GB, 1)
     finally:
         other.wait(30)
+
+
+def test_bases_are_counted_at_once_and_data_leases_wait_for_them(lock_dir, tmp_path):
+    """A holder's base (its processes' CUDA contexts) enters the ledger before it waits, so others count it."""
+    other = _holder(lock_dir, 60 * GB, 100 * GB, 2, tmp_path / "held")
+    try:
+        _wait_for(tmp_path / "held")
+        with memory.memory_lease(30 * GB, "gpu-test", 100 * GB, base=20 * GB) as waited:
+            assert waited > 0.5  # 60 + 20 + 30 > 100: its data waited, its base did not
+            assert memory.leased_bytes("gpu-test") == (50 * GB, 1)
+    finally:
+        other.wait(30)
+    assert memory.leased_bytes("gpu-test") == (0, 0)
 
 
 def test_leases_are_reentrant_within_a_process(lock_dir):
@@ -118,7 +133,7 @@ def test_a_large_request_is_not_starved_by_small_ones(lock_dir, tmp_path):
 def test_the_need_of_a_verification_grows_with_the_tasks_footprint():
     small = memory.verification_need({"params": 0, "inputs": 1 * GB, "outputs": 1 * GB})
     large = memory.verification_need({"params": 4 * GB, "inputs": 2 * GB, "outputs": 2 * GB})
-    assert small == 3 * memory.CONTEXT_BYTES + memory.COPIES * 2 * GB
+    assert small == memory.COPIES * 2 * GB  # the contexts are the base, entered apart (BASE_BYTES)
     assert large - small == 2 * 4 * GB + memory.COPIES * 2 * GB
     assert memory.verification_need(None) == memory.DEFAULT_NEED
     assert memory.budget_bytes(100 * GB, None) == int(100 * GB * memory.BUDGET_SHARE)

@@ -8,16 +8,20 @@ much memory each verification may *hold*.
 
 Record: one lease is a file `<LOCK_DIR>/<GPU uuid>.mem/<pid>-<token>` holding the leased bytes, flock-ed exclusively
 by its holder for as long as the lease lasts. The holder's death releases the flock, so a lease whose file can be
-locked by someone else is dead and is swept. The ledger is the folder; `<uuid>.memlock` serialises reading and
-writing it, and `<uuid>.memturn` is a turnstile a waiter holds while it waits, so that a large request is not starved
-by a stream of small ones. Leases are per GPU uuid and work between unrelated processes (same lock folder).
+locked by someone else is dead and is swept. A holder may also enter a base (`<pid>-<token>.base`: its processes'
+CUDA contexts, which exist before it may allocate anything) at once, without waiting: every later lease counts it, so
+processes that wait for memory are not forgotten (on the H200 on 2026-12-02, 16 test workers' waiting verifications
+held tens of GB of contexts outside the budget, and the GPU ran out). The ledger is the folder; `<uuid>.memlock`
+serialises reading and writing it, and `<uuid>.memturn` is a turnstile a waiter holds while it waits, so that a large
+request is not starved by a stream of small ones. Leases are per GPU uuid and work between unrelated processes.
 
-The budget (what all leases together may hold) is `budget_bytes` (the `gpu_mem_gb` option; by default 92% of the
-GPU's memory). A lease larger than the budget is cut to the budget: it then waits until it is alone on the GPU.
-`alone=True` asks for exactly that (the retry after an out-of-memory error another tenant may have caused:
-judge/faults.py). Leases are re-entrant within a process: an inner lease (the stricter second verification of an
-implausible speedup runs inside the first) is counted in the outer one. What is not protected: memory taken by
-programs that do not take these leases (a user's notebook, a training job): they count only through the budget.
+The budget (what all entries together may hold) is `budget_bytes` (the `gpu_mem_gb` option; by default 92% of the
+GPU's memory). A request with no data lease beside it always gets its lease (cut to the budget), so none waits
+forever. `alone=True` waits until no other data lease is left and takes what the bases leave (the retry after an
+out-of-memory error another tenant may have caused: judge/faults.py). Leases are re-entrant within a process: an
+inner lease (the stricter second verification of an implausible speedup runs inside the first) is counted in the
+outer one. What is not protected: memory taken by programs that do not take these leases (a user's notebook, a
+training job): they count only through the budget.
 
 The need of one verification (`verification_need`) is estimated from the task's footprint, measured in the
 reference's sandbox on the meta device (parameters, one input set, outputs; no GPU memory is touched), times the
@@ -42,16 +46,18 @@ COPIES = 6  # of (inputs + outputs) a verification holds at its peak: reference,
 DEFAULT_NEED = 16 * GIB  # when the footprint cannot be measured (a task whose forward has no meta kernels)
 BUDGET_SHARE = 0.92  # of the GPU's memory, when the budget is not set
 POLL_S = 0.05
-_held: dict[str, dict] = {}  # uuid -> {"fd", "path", "bytes", "depth"} of this process's lease
+BASE_BYTES = 3 * CONTEXT_BYTES  # a verification's processes' CUDA contexts: judge, reference, candidate's worker
+_held: dict[str, dict] = {}  # uuid -> {"depth"} of this process's lease
 
 
 def verification_need(footprint: dict | None, params_copies: int = 2) -> int:
-    """Bytes one verification may hold, from the task's footprint (`{"params", "inputs", "outputs"}` in bytes, as the
-    reference's `measure` command returns it), or DEFAULT_NEED when there is none."""
+    """The data bytes one verification may hold beyond its processes' CUDA contexts (BASE_BYTES), from the task's
+    footprint (`{"params", "inputs", "outputs"}` in bytes, as the reference's `measure` command returns it), or
+    DEFAULT_NEED when there is none."""
     if not footprint:
         return DEFAULT_NEED
     data = int(footprint.get("inputs", 0)) + int(footprint.get("outputs", 0))
-    return 3 * CONTEXT_BYTES + params_copies * int(footprint.get("params", 0)) + COPIES * data
+    return params_copies * int(footprint.get("params", 0)) + COPIES * data
 
 
 def _folder(uuid: str) -> Path:
@@ -70,7 +76,8 @@ def _open_lock(name: str) -> int:
 
 
 def leased_bytes(uuid: str) -> tuple[int, int]:
-    """(bytes held by live leases on this GPU, how many); dead leases are swept. Call under the ledger lock."""
+    """(bytes held by live leases on this GPU, bases included; how many data leases); dead leases are swept. Call
+    under the ledger lock."""
     total = count = 0
     for entry in _folder(uuid).iterdir():
         try:
@@ -85,7 +92,7 @@ def leased_bytes(uuid: str) -> tuple[int, int]:
                     total += int(os.pread(fd, 32, 0).decode() or 0)
                 except ValueError:
                     pass
-                count += 1
+                count += not entry.name.endswith(".base")
                 continue
             entry.unlink(missing_ok=True)  # nobody holds it: its holder died
         finally:
@@ -93,50 +100,79 @@ def leased_bytes(uuid: str) -> tuple[int, int]:
     return total, count
 
 
-def _try_take(uuid: str, need: int, budget: int) -> dict | None:
-    """Take `need` bytes if they fit in `budget` beside the live leases; the lease record, or None."""
+def _write_entry(uuid: str, nbytes: int, suffix: str) -> dict:
+    """A new ledger entry of `nbytes`, flock-ed by this process (call under the ledger lock)."""
+    path = _folder(uuid) / f"{os.getpid()}-{secrets.token_hex(6)}{suffix}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600 if os.geteuid() == 0 else 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.pwrite(fd, str(nbytes).encode(), 0)
+    return {"fd": fd, "path": path, "bytes": nbytes}
+
+
+def _under_ledger(uuid: str, take) -> dict | None:
     lock = _open_lock(f"{uuid}.memlock")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        held, count = leased_bytes(uuid)
-        if count and held + need > budget:
-            return None
-        path = _folder(uuid) / f"{os.getpid()}-{secrets.token_hex(6)}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600 if os.geteuid() == 0 else 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.pwrite(fd, str(need).encode(), 0)
-        return {"fd": fd, "path": path, "bytes": need, "depth": 1}
+        return take()
     finally:
         os.close(lock)
 
 
+def _try_take(uuid: str, need: int, budget: int, alone: bool) -> dict | None:
+    """Take `need` data bytes if they fit in `budget` beside every live entry (alone: once no other data lease is
+    left, whatever the bases leave of the budget); the entry, or None. A request with no data lease beside it is
+    never refused, so no request waits forever."""
+
+    def take() -> dict | None:
+        held, count = leased_bytes(uuid)
+        if alone:
+            return _write_entry(uuid, max(0, budget - held), "") if count == 0 else None
+        if count and held + need > budget:
+            return None
+        return _write_entry(uuid, need, "")
+
+    return _under_ledger(uuid, take)
+
+
+def _release(entry: dict | None) -> None:
+    if entry is not None:
+        entry["path"].unlink(missing_ok=True)
+        os.close(entry["fd"])
+
+
 @contextlib.contextmanager
-def memory_lease(need: int, uuid: str, budget: int, alone: bool = False) -> Iterator[float]:
-    """Hold `need` bytes of the GPU `uuid`'s memory budget (`alone`: all of it); yields the seconds waited."""
-    need = budget if alone else max(0, min(int(need), budget))
-    held = _held.get(uuid)
-    if held is not None:  # re-entrant: counted in the outer lease
-        held["depth"] += 1
+def memory_lease(need: int, uuid: str, budget: int, alone: bool = False, base: int = 0) -> Iterator[float]:
+    """Hold `need` bytes of the GPU `uuid`'s memory budget (`alone`: all that the other processes' bases leave);
+    yields the seconds waited. `base`: bytes this holder's processes hold already (their CUDA contexts), entered in
+    the ledger at once without waiting, so that every lease after it counts them."""
+    need = max(0, min(int(need), budget))
+    outer = _held.get(uuid)
+    if outer is not None:  # re-entrant: counted in the outer lease
+        outer["depth"] += 1
         try:
             yield 0.0
         finally:
-            held["depth"] -= 1
+            outer["depth"] -= 1
         return
     start = time.perf_counter()
-    turn = _open_lock(f"{uuid}.memturn")
+    base_entry = _under_ledger(uuid, lambda: _write_entry(uuid, int(base), ".base")) if base else None
+    data = None
     try:
-        fcntl.flock(turn, fcntl.LOCK_EX)  # one waiter at a time: first come, first served
-        while (held := _try_take(uuid, need, budget)) is None:
-            time.sleep(POLL_S)
+        turn = _open_lock(f"{uuid}.memturn")
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX)  # one waiter at a time: first come, first served
+            while (data := _try_take(uuid, need, budget, alone)) is None:
+                time.sleep(POLL_S)
+        finally:
+            os.close(turn)
+        _held[uuid] = {"depth": 1}
+        try:
+            yield time.perf_counter() - start
+        finally:
+            _held.pop(uuid, None)
     finally:
-        os.close(turn)
-    _held[uuid] = held
-    try:
-        yield time.perf_counter() - start
-    finally:
-        _held.pop(uuid, None)
-        held["path"].unlink(missing_ok=True)
-        os.close(held["fd"])
+        _release(data)
+        _release(base_entry)
 
 
 def budget_bytes(total_bytes: int, gpu_mem_gb: float | None) -> int:
@@ -157,14 +193,14 @@ def judge_memory_lease(judge) -> Iterator[None]:
     if footprint is None:
         judge.notes.append(f"the task's footprint could not be measured: GPU memory leased {DEFAULT_NEED / GIB:.0f} GB")
     need = verification_need(footprint)
-    with current_gpu_lease(need, judge.opts.gpu_mem_gb, judge.opts.gpu_alone) as (waited, leased):
+    with current_gpu_lease(need, judge.opts.gpu_mem_gb, judge.opts.gpu_alone, BASE_BYTES) as (waited, leased):
         import torch
 
         free, total = torch.cuda.mem_get_info()
-        judge.stage_s.update(gpu_mem_wait=round(waited, 4), gpu_mem_gib=round(leased / GIB, 3))
-        judge.stage_s.update(gpu_need_gib=round(need / GIB, 3), gpu_total_gib=round(total / GIB, 3))
-        if judge.opts.gpu_alone:  # no other verification holds this GPU now: what is taken is other programs'
-            judge.stage_s["gpu_foreign_gib"] = round(max(0, total - free - 3 * CONTEXT_BYTES) / GIB, 3)
+        judge.stage_s.update(gpu_mem_wait=round(waited, 4), gpu_mem_gib=round((BASE_BYTES + leased) / GIB, 3))
+        judge.stage_s.update(gpu_need_gib=round((BASE_BYTES + need) / GIB, 3), gpu_total_gib=round(total / GIB, 3))
+        if judge.opts.gpu_alone:  # no other verification holds data here now: the rest is other programs' (or bases)
+            judge.stage_s["gpu_foreign_gib"] = round(max(0, total - free - BASE_BYTES) / GIB, 3)
         yield
 
 
@@ -175,13 +211,16 @@ def foreign_starved(stage_s: dict) -> bool:
 
 
 @contextlib.contextmanager
-def current_gpu_lease(need: int, gpu_mem_gb: float | None, alone: bool = False) -> Iterator[tuple[float, int]]:
-    """A memory lease on this process's current CUDA device; yields (seconds waited, bytes leased)."""
+def current_gpu_lease(
+    need: int, gpu_mem_gb: float | None, alone: bool = False, base: int = 0
+) -> Iterator[tuple[float, int]]:
+    """A memory lease on this process's current CUDA device (see memory_lease); yields (seconds waited, data bytes
+    asked for: the budget when alone)."""
     import torch
 
     from kernelzero.verify.judge.lease import _device_uuid
 
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
     budget = budget_bytes(total, gpu_mem_gb)
-    with memory_lease(need, _device_uuid(), budget, alone=alone) as waited:
+    with memory_lease(need, _device_uuid(), budget, alone=alone, base=base) as waited:
         yield waited, budget if alone else min(need, budget)
