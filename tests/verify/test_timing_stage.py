@@ -68,3 +68,17 @@ def test_block_overhead_charges_under_reporting_for_every_call():
     # Takes 1 ms per call, reports 0.1 ms: each of its 6 calls (4 timed, 2 untimed) hides 0.9 ms.
     forged = block_overhead(judge_ms=6 * 1.0 + 4 * 0.1, times=[0.1] * 4, untimed=2)
     assert forged == pytest.approx(0.1 + 6 * 0.9 / 4)
+
+
+def test_the_confirmation_of_a_speedup_draws_fresh_inputs_for_every_call_whatever_the_profile():
+    """Regression (c28d87c dropped it): under the kernelbench profile (one input set for all calls) a content-keyed
+    memo had its >10x speedup confirmed, because the second verification reused one set too."""
+    from kernelzero.verify import options_for
+    from kernelzero.verify.judge.timing_stage import confirming_options
+
+    for profile in ("kernelbench", "default", "strict"):
+        opts = options_for(profile)
+        second = confirming_options(opts)
+        assert second.input_sets == 0 and second.seed is None and second.confirming
+        assert second.trials >= 10 and second.timed_calls >= 100
+    assert options_for("kernelbench").input_sets == 1  # the profile itself keeps KernelBench's protocol

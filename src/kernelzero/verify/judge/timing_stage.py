@@ -47,7 +47,7 @@ from kernelzero.types import Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.compare import compare
 from kernelzero.verify.judge.lease import exclusive_gpu
-from kernelzero.verify.options import profile_of
+from kernelzero.verify.options import VerifyOptions, profile_of
 from kernelzero.verify.worker.timing import summarise
 
 if TYPE_CHECKING:
@@ -336,21 +336,28 @@ def take_solo_reference(judge: Judge) -> None:
     judge.timed("solo_reference", start)
 
 
+def confirming_options(opts: VerifyOptions) -> VerifyOptions:
+    """The stricter second verification's options: more trials and timed calls, a secret seed, and a fresh input
+    set for every call whatever the profile (under KernelBench's one set for all calls, a kernel that memoises its
+    answer by the input's content would have its speedup confirmed by the same trick)."""
+    return replace(
+        opts,
+        confirming=True,
+        trials=max(10, opts.trials),
+        timed_calls=100,
+        timing_budget_s=max(1.0, opts.timing_budget_s),
+        seed=None,
+        input_sets=0,
+    )
+
+
 def confirm_speedup(judge: Judge, speedup: float) -> Verdict | None:
     """Re-verify an implausible speedup in a fresh worker with more trials, sets and timed calls.
 
     None when the second run is correct and its speedup is at least half the first; else a verdict
     `unconfirmed_speedup` saying what the second run found. It runs inside the first's leases (re-entrant).
     """
-    opts = replace(
-        judge.opts,
-        confirming=True,
-        trials=max(10, judge.opts.trials),
-        timed_calls=100,
-        timing_budget_s=max(1.0, judge.opts.timing_budget_s),
-        seed=None,
-    )
-    second = type(judge)(judge.task, judge.source, judge.backend, opts).run()
+    second = type(judge)(judge.task, judge.source, judge.backend, confirming_options(judge.opts)).run()
     if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
         judge.notes.append(
             f"speedup {speedup:.1f}x over the {judge.opts.speedup_cap:g}x cap confirmed by a stricter "
