@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from judges import judge_pids
 
 from kernelzero.types import Task
 from kernelzero.verify import options_for, verify
@@ -82,23 +83,10 @@ def test_a_reference_killed_by_the_candidate_is_the_candidates_fault():
     assert verify(task, CANDIDATE, "triton", opts).status == "correct"  # the same task is fine without the killer
 
 
-def _judges() -> set[int]:
-    """The judge processes this test process started that are still alive (or tearing down)."""
-    me, found = str(os.getpid()).encode(), set()
-    for pid in os.listdir("/proc"):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"kernelzero.verify.judge.launch" in cmd and me in cmd:
-            found.add(int(pid))
-    return found
-
-
 def _kill_judges(count: int, earlier: set[int], stop: threading.Event, killed: list[int]) -> None:
     """SIGKILL the first `count` judge processes started after `earlier` was taken, each once it runs."""
     while len(killed) < count and not stop.is_set():
-        for pid in sorted(_judges() - earlier - set(killed)):
+        for pid in sorted(judge_pids() - earlier - set(killed)):
             time.sleep(0.5)  # let it start its workers first
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -113,7 +101,7 @@ def _kill_judges(count: int, earlier: set[int], stop: threading.Event, killed: l
 def test_a_judge_killed_from_outside_is_verified_again_and_twice_is_infra_error(deaths):
     task = Task(name="fine/leaky", source=TASK.format(body="pass"))
     stop, killed = threading.Event(), []
-    earlier = _judges()  # judges of earlier tests may still be tearing down: not ours to kill
+    earlier = judge_pids()  # judges of earlier tests may still be tearing down: not ours to kill
     killer = threading.Thread(target=_kill_judges, args=(deaths, earlier, stop, killed), daemon=True)
     killer.start()
     try:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from judges import judge_pids
 
 from kernelzero.verify.judge import memory
 
@@ -193,18 +194,6 @@ def test_eight_verifications_of_a_20_gb_task_at_once_all_get_their_true_verdicts
     assert not any("verified again alone" in n for v in verdicts for n in v.notes)  # no out-of-memory retries
 
 
-def _judge_pids() -> set[int]:
-    me, found = str(os.getpid()).encode(), set()
-    for pid in os.listdir("/proc"):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"kernelzero.verify.judge.launch" in cmd and me in cmd:
-            found.add(int(pid))
-    return found
-
-
 @pytest.mark.gpu
 @pytest.mark.gpu_exclusive
 @pytest.mark.parametrize("tenant_leaves", [True, False])
@@ -221,12 +210,12 @@ def test_an_out_of_memory_another_program_causes_is_retried_alone_and_never_blam
 
     free, _ = torch.cuda.mem_get_info()
     tenant = [torch.empty(free - 6 * GB, dtype=torch.uint8, device="cuda")]
-    earlier, stop = _judge_pids(), threading.Event()
+    earlier, stop = judge_pids(), threading.Event()
 
     def leave_at_the_retry() -> None:  # the second judge is the retry: the tenant lets go as it starts
         seen: set[int] = set()
         while not stop.is_set():
-            seen |= _judge_pids() - earlier
+            seen |= judge_pids() - earlier
             if len(seen) >= 2:
                 tenant.clear()
                 torch.cuda.empty_cache()
