@@ -35,7 +35,11 @@ PER_STEP = 4  # proposer.grpo.prompts_per_step x group_size
 
 
 def command(run: Path) -> list[str]:
-    return [sys.executable, "-m", "kernelzero", "train", "--config", str(CONFIG), "--set", f"run_dir={run}"]
+    index = ROOT / "tests" / "proposer" / "bench_fixture.jsonl"  # a clean clone has no ../shared/data
+    return [
+        *(sys.executable, "-m", "kernelzero", "train", "--config", str(CONFIG), "--set", f"run_dir={run}"),
+        *("--set", f"proposer.admission.benchmark_index={index}"),
+    ]
 
 
 def env() -> dict[str, str]:

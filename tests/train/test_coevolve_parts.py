@@ -27,6 +27,8 @@ from kernelzero.types import Verdict
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 FIXTURE = ROOT / "tests" / "proposer" / "bench_fixture.jsonl"
+INDEX = {"proposer": {"admission": {"benchmark_index": str(FIXTURE)}}}  # a clean clone has no ../shared/data
+INDEX_SET = ["--set", f"proposer.admission.benchmark_index={FIXTURE}"]
 
 
 def config(tmp_path: Path, **proposer):
@@ -163,8 +165,12 @@ def test_state_file_records_finished_phases_atomically(tmp_path):
 
 def test_freeze_switch_and_coder_phase_config(tmp_path):
     never = config(tmp_path)
-    frozen = load_coevolve_config(ROOT / "configs" / "tiny-cpu.yaml", {"coevolution": {"freeze_proposer_after": 1}})
-    start = load_coevolve_config(ROOT / "configs" / "tiny-cpu.yaml", {"coevolution": {"freeze_proposer_after": 0}})
+    frozen = load_coevolve_config(
+        ROOT / "configs" / "tiny-cpu.yaml", {**INDEX, "coevolution": {"freeze_proposer_after": 1}}
+    )
+    start = load_coevolve_config(
+        ROOT / "configs" / "tiny-cpu.yaml", {**INDEX, "coevolution": {"freeze_proposer_after": 0}}
+    )
     assert [proposer_trains(never, r) for r in (1, 2, 3)] == [True, True, True]
     assert [proposer_trains(frozen, r) for r in (1, 2, 3)] == [True, False, False]
     assert [proposer_trains(start, r) for r in (1, 2)] == [False, False]
@@ -179,11 +185,12 @@ def test_freeze_switch_and_coder_phase_config(tmp_path):
 
 
 def test_run_folder_refuses_another_configuration(tmp_path):
-    sets = {"run_dir": str(tmp_path / "run")}
+    sets = {"run_dir": str(tmp_path / "run"), **INDEX}
     freeze_run_config(ROOT / "configs" / "tiny-cpu.yaml", sets)
     freeze_run_config(ROOT / "configs" / "tiny-cpu.yaml", {**sets, "coevolution": {"rounds": 3}})  # more rounds
+    other = {**sets, "proposer": {**INDEX["proposer"], "reward": {"rho": -0.5}}}
     with pytest.raises(ValueError, match="another configuration"):
-        freeze_run_config(ROOT / "configs" / "tiny-cpu.yaml", {**sets, "proposer": {"reward": {"rho": -0.5}}})
+        freeze_run_config(ROOT / "configs" / "tiny-cpu.yaml", other)
 
 
 @pytest.mark.parametrize(
@@ -204,6 +211,7 @@ def test_run_folder_refuses_another_configuration(tmp_path):
                 "warm_start": {"steps": 0},
                 "reward": {"compiled_counts": True},
                 "verifier": {"options": {}},
+                **INDEX,
             },
             "co-evolution measures p",
         ),
@@ -244,18 +252,18 @@ def service(tmp_path_factory):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_dry_run_passes_for_every_shipped_config(path, service, capsys):
-    assert main(["train", "--config", str(path), "--dry-run", "--set", f"verifier.url={service}"]) == 0
+    assert main(["train", "--config", str(path), "--dry-run", "--set", f"verifier.url={service}", *INDEX_SET]) == 0
     assert "ok" in capsys.readouterr().out
 
 
 def test_dry_run_fails_clearly_on_a_bad_path_or_an_unreachable_service(tmp_path, capsys):
     seven = str(ROOT / "configs" / "qwen2.5-coder-7b.yaml")
     closed = "http://127.0.0.1:9"  # the discard port: nothing listens there
-    assert main(["train", "--config", seven, "--dry-run", "--set", f"verifier.url={closed}"]) == 2
+    assert main(["train", "--config", seven, "--dry-run", "--set", f"verifier.url={closed}", *INDEX_SET]) == 2
     assert "did not answer its health check" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     bad = ["--set", f"proposer.model.path={tmp_path / 'empty'}", "--set", "model.path=./no/such/model"]
-    assert main(["train", "--config", str(ROOT / "configs" / "tiny-cpu.yaml"), "--dry-run", *bad]) == 2
+    assert main(["train", "--config", str(ROOT / "configs" / "tiny-cpu.yaml"), "--dry-run", *bad, *INDEX_SET]) == 2
     err = capsys.readouterr().err
     assert "holds no config.json" in err and "neither an existing folder nor a hub id" in err
     (tmp_path / "empty.jsonl").write_text("")

@@ -118,10 +118,11 @@ def test_a_judge_killed_from_outside_is_verified_again_and_twice_is_infra_error(
         assert "died" in verdict.message
 
 
-def _judge(device: str, alone: bool = False, **stage_s) -> SimpleNamespace:
+def _judge(device: str, alone: bool = False, candidate_ran: bool = False, **stage_s) -> SimpleNamespace:
     """What blame_candidate_fault reads of a Judge: its device, options, measured stage values and verdict maker."""
     return SimpleNamespace(
         device=device,
+        candidate_ran=candidate_ran,
         opts=SimpleNamespace(gpu_alone=alone),
         stage_s=stage_s,
         verdict=lambda status, stage, message: (status, stage),
@@ -154,3 +155,11 @@ def test_alone_on_the_gpu_an_out_of_memory_is_the_candidates_unless_other_progra
     assert blame_candidate_fault(roomy, "oom", "correctness", cuda_oom) is None  # the candidate's `oom`
     assert blame_candidate_fault(crowded, "oom", "correctness", cuda_oom) == ("infra_error", "gpu_memory")
     assert blame_candidate_fault(roomy, "oom", "context", "CUDA error: out of memory") == ("infra_error", "gpu_memory")
+
+
+def test_a_context_failure_is_the_machines_only_before_any_candidate_code_ran():
+    """After the candidate's import, a reply saying "context" may be forged by the candidate: its own verdict."""
+    forged = _judge("cuda", alone=True, candidate_ran=True, gpu_foreign_gib=0.0, gpu_need_gib=2.0, gpu_total_gib=139.8)
+    assert blame_candidate_fault(forged, "crash", "context", "CUDA error: no device") is None
+    first = _judge("cuda", candidate_ran=True)
+    assert blame_candidate_fault(first, "crash", "context", "CUDA error: no device") is None  # no retry either

@@ -103,10 +103,46 @@ def test_bases_are_counted_at_once_and_data_leases_wait_for_them(lock_dir, tmp_p
 
 def test_leases_are_reentrant_within_a_process(lock_dir):
     with memory.memory_lease(80 * GB, "gpu-test", 100 * GB):
-        with memory.memory_lease(80 * GB, "gpu-test", 100 * GB) as waited:  # the confirmation run inside the first
-            assert waited == 0.0
-            assert memory.leased_bytes("gpu-test") == (80 * GB, 1)
+        with memory.memory_lease(30 * GB, "gpu-test", 100 * GB, base=2 * GB) as waited:  # a confirmation run inside
+            assert waited == 0.0  # never waits (the outer holds the GPU's timing lease: waiting could deadlock)
+            assert memory.leased_bytes("gpu-test") == (112 * GB, 1)  # but its processes are counted, as a base
+        assert memory.leased_bytes("gpu-test") == (80 * GB, 1)
     assert memory.leased_bytes("gpu-test") == (0, 0)
+
+
+def test_a_kept_lease_lasts_until_its_process_exits(lock_dir, tmp_path):
+    """A judge keeps its entries until it exits: its workers and memory go after its answer, not with the lease."""
+    script = (
+        "import sys, time\n"
+        "from kernelzero.verify.judge.memory import memory_lease\n"
+        "with memory_lease(70 << 30, 'gpu-test', 100 << 30, base=1 << 30, keep=True):\n"
+        "    pass\n"
+        "open(sys.argv[1], 'w').close()\n"
+        "time.sleep(2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": SRC, "KZ_GPU_LOCK_DIR": str(lock_dir)}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "done")], env=env)
+    try:
+        _wait_for(tmp_path / "done")
+        assert memory.leased_bytes("gpu-test") == (71 * GB, 1)  # the with block ended, the process has not
+        with memory.memory_lease(50 * GB, "gpu-test", 100 * GB) as waited:
+            assert waited > 0.5  # it waited for the process to exit
+    finally:
+        proc.wait(30)
+    assert memory.leased_bytes("gpu-test") == (0, 0)
+
+
+def test_an_alone_lease_gives_up_waiting_after_its_patience(lock_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "ALONE_PATIENCE_S", 0.5)
+    other = _holder(lock_dir, 10 * GB, 100 * GB, 20, tmp_path / "held")
+    try:
+        _wait_for(tmp_path / "held")
+        with memory.memory_lease(1 * GB, "gpu-test", 100 * GB, alone=True) as waited:
+            assert 0.5 < waited < 5  # it did not wait the other's 20 s
+            assert memory.leased_bytes("gpu-test") == (100 * GB, 2)  # it took what was left: 90
+    finally:
+        other.kill()
+        other.wait(30)
 
 
 def test_a_large_request_is_not_starved_by_small_ones(lock_dir, tmp_path):
@@ -134,8 +170,10 @@ def test_a_large_request_is_not_starved_by_small_ones(lock_dir, tmp_path):
 def test_the_need_of_a_verification_grows_with_the_tasks_footprint():
     small = memory.verification_need({"params": 0, "inputs": 1 * GB, "outputs": 1 * GB})
     large = memory.verification_need({"params": 4 * GB, "inputs": 2 * GB, "outputs": 2 * GB})
-    assert small == memory.COPIES * 2 * GB  # the contexts are the base, entered apart (BASE_BYTES)
-    assert large - small == 2 * 4 * GB + memory.COPIES * 2 * GB
+    assert small == (memory.INPUT_COPIES + memory.OUTPUT_COPIES) * GB  # the contexts are the base (BASE_BYTES)
+    assert large - small == 2 * 4 * GB + (memory.INPUT_COPIES + memory.OUTPUT_COPIES) * GB
+    wide = memory.verification_need({"params": 4 * GB, "inputs": 2 * GB, "outputs": 2 * GB}, ref_fp64=True)
+    assert wide - large == 2 * 4 * GB + memory.OUTPUT_COPIES * 2 * GB  # the reference's float64 copy
     assert memory.verification_need(None) == memory.DEFAULT_NEED
     assert memory.budget_bytes(100 * GB, None) == int(100 * GB * memory.BUDGET_SHARE)
     assert memory.budget_bytes(100 * GB, 40.0) == 40 * GB

@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernelzero.verify.judge.lease import exclusive_gpu
 from kernelzero.verify.judge.memory import foreign_starved
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.task_source import TaskBroken
@@ -54,12 +55,13 @@ def blame_candidate_fault(judge: Judge, status: str, stage: str, message: str, e
     """After the candidate's process failed: raise RetryAlone on a first run on a GPU when another tenant may be to
     blame; alone, the `infra_error` verdict when it was the machine's doing (no CUDA context could be made before any
     candidate code ran, or other programs held the memory this verification needs); else None (the candidate's)."""
-    external = stage == "context" or (status == "oom" and looks_oom(message)) or exit_signal == "SIGKILL"
+    context = stage == "context" and not judge.candidate_ran  # a "context" reply after that may be forged
+    external = context or (status == "oom" and looks_oom(message)) or exit_signal == "SIGKILL"
     if not external or judge.device != "cuda":
         return None
     if shared_gpu(judge):
         raise RetryAlone(f"the candidate's process: {status} at {stage}: {message[:300]}")
-    if stage == "context":
+    if context:
         return judge.verdict("infra_error", "gpu_memory", f"no CUDA context for the candidate's process: {message}")
     if status == "oom" and foreign_starved(judge.stage_s):
         foreign = judge.stage_s["gpu_foreign_gib"]
@@ -96,7 +98,11 @@ def reference_failed(judge: Judge, exc: TaskBroken, candidate) -> Verdict:
         raise RetryAlone(f"the task's reference: {text[:300]}")
     if candidate is not None:
         candidate.kill()  # the clean retry runs with no candidate alive
-    alone = reference_alone(judge)
+    if judge.device == "cuda":
+        with exclusive_gpu():  # the clean retry has the GPU to itself
+            alone = reference_alone(judge)
+    else:
+        alone = reference_alone(judge)
     if alone is not None:
         if judge.device == "cuda" and looks_oom(alone) and foreign_starved(judge.stage_s):
             return judge.verdict(
@@ -105,7 +111,7 @@ def reference_failed(judge: Judge, exc: TaskBroken, candidate) -> Verdict:
                 f"the task's reference ran out of GPU memory that other programs hold: {alone[:400]}",
             )
         return judge.verdict(
-            "task_broken", "reference", f"{alone[:800]} (again in a clean retry, no candidate running)"
+            "task_broken", "reference", f"{alone[:420]} (again in a clean retry, no candidate running)"
         )
     if not judge.candidate_ran:  # it failed before any candidate code ran, and works alone: the machine's doing
         return judge.verdict("infra_error", "reference", f"the task's reference failed once, then worked: {text[:400]}")

@@ -17,12 +17,11 @@ from pathlib import Path
 import torch
 
 from kernelzero.tasks.hashing import task_hash
-from kernelzero.tasks.quality import degenerate_reasons
 from kernelzero.types import POLICIES, Backend, Task, Verdict, from_dict, to_dict
 from kernelzero.verify.backends import BACKENDS, backend_module
 from kernelzero.verify.feedback import feedback_for
-from kernelzero.verify.judge.anticheat import first_filter_verdict, policy_result
-from kernelzero.verify.judge.compare import compare, same_inputs
+from kernelzero.verify.judge.anticheat import policy_result
+from kernelzero.verify.judge.correctness import correctness
 from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
 from kernelzero.verify.judge.memory import judge_memory_lease
@@ -59,6 +58,7 @@ class Judge:
         self.fields: dict = {}
         self.deferred: list | None = None  # workers to close after the verdict is written (run)
         self.candidate_ran = False  # the candidate's import was asked for: from then on its code may run
+        self.lease_marker: str | None = None  # touched once this verification holds its memory lease (judge/run.py)
 
     # -- verdict helpers -------------------------------------------------------------------------
     def verdict(self, status: str, stage: str, message: str = "", **extra) -> Verdict:
@@ -182,8 +182,11 @@ class Judge:
                     self.notes.append(f"GPU tensors moved through host memory (CUDA IPC unavailable: {why[:200]})")
             try:
                 with judge_memory_lease(self):  # measures the task's footprint in the reference's process first
-                    return self._stages(worker, started)
-            except TaskBroken as exc:
+                    try:
+                        return self._stages(worker, started)
+                    except TaskBroken as exc:  # the clean retry runs inside this verification's lease
+                        return reference_failed(self, exc, worker)
+            except TaskBroken as exc:  # the task's import or measurement failed, before any lease
                 return reference_failed(self, exc, worker)
         except WorkerDied as exc:
             stage = self.fields.get("stage_hint", "load")
@@ -206,8 +209,15 @@ class Judge:
 
     def _stages(self, worker: WorkerProcess, started: StartedWorker) -> Verdict:
         """The solo reference, the candidate's import, then the GPU part (under this verification's memory lease)."""
+        if self.device == "cuda":
+            reply = self._context(worker)
+            if reply is not None:
+                return reply
         if self.device == "cuda" and self.opts.time_it:
-            take_solo_reference(self)
+            try:
+                take_solo_reference(self)
+            except GpuUnhealthy as exc:
+                return self.verdict("infra_error", "gpu_health", f"the GPU failed its health probe: {exc}")
         # The candidate's import (its builds) runs before this sample takes the GPU.
         self.fields["stage_hint"] = "build"
         self.candidate_ran = True
@@ -231,6 +241,13 @@ class Judge:
         if self.device != "cuda":
             return self._with_lease(worker, started)
         return self._on_gpu(worker, started)
+
+    def _context(self, worker: WorkerProcess) -> Verdict | None:
+        """The candidate's process makes its CUDA context before any candidate code is imported: only this reply may
+        blame the machine for a context that cannot be made (faults.py); None when it was made."""
+        worker.send({"cmd": "context", "device": self.device, "gpu_mem_fraction": self.opts.gpu_mem_fraction})
+        reply, _ = worker.receive(self.opts.build_timeout_s, "making the CUDA context")
+        return None if reply.get("ok") else self.failed(reply)
 
     def _on_gpu(self, worker: WorkerProcess, started: StartedWorker) -> Verdict:
         """The rest of the run under the GPU's shared lease (timing takes it alone, see `_timing`)."""
@@ -275,7 +292,7 @@ class Judge:
         if not reply["ok"]:
             return self.failed(reply)
         self.fields["params"] = reply["params"]
-        failure = self._correctness(worker)
+        failure = correctness(self, worker)
         check = backend_module(self.backend, "compile_check").compile_check if interpret else None
         if failure is not None:
             if (
@@ -294,67 +311,6 @@ class Judge:
             if failed is not None:
                 return failed
         return self._timing(worker)
-
-    def _judge_trial(
-        self, expected: list, inputs: list, outs: list, after: list, reply: dict, trial: int, passed: int
-    ) -> Verdict | None:
-        """The verdict of one correctness trial that ran (outputs, inputs after the call, the output checks)."""
-        where = {"trials": trial + 1, "trials_passed": passed}
-        failure = compare(
-            expected, self.on_device(outs), self.atol, self.rtol, trial, tie_prone=self.task.tie_prone, inputs=inputs
-        )
-        if failure is not None:
-            message = f"trial {trial}: {failure.message}"
-            return self.verdict(failure.status, "correctness", message, mismatch=failure.mismatch, **where)
-        changed = same_inputs([x for x in inputs if isinstance(x, torch.Tensor)], self.on_device(after))
-        if changed:
-            return self.verdict("input_mutated", "correctness", changed, **where)
-        if reply.get("output_problem"):
-            return self.verdict("bad_output", "correctness", reply["output_problem"], **where)
-        return None
-
-    def _correctness(self, worker: WorkerProcess) -> Verdict | None:
-        self.fields["stage_hint"] = "correctness"
-        passed = 0
-        draws: list = []
-        for trial in range(self.opts.trials):
-            inputs = self.ref.input_sets([self.input_seed + 1 + trial], self.opts.build_timeout_s)[0]
-            t0 = time.perf_counter()
-            expected = self.ref.expected(inputs, self.run_timeout())
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-            self.stage_s["ref_forward_ms"] = max(
-                self.stage_s.get("ref_forward_ms", 0), (time.perf_counter() - t0) * 1e3
-            )
-            start = time.perf_counter()
-            worker.send({"cmd": "run", "inputs": inputs})
-            reply, tensors = worker.receive(self.run_timeout(), f"correctness trial {trial}")
-            self.timed("correctness", start)
-            if trial == 0:  # Triton's JIT compile happens here
-                self.timed("first_call", start)
-            if not reply["ok"]:
-                return self.failed(reply)
-            if reply.get("bf16") and "bf16" not in " ".join(self.notes):
-                self.notes.append("bf16 ran in Triton's interpreter, whose bf16 arithmetic is unreliable")
-            rejected = first_filter_verdict(self, reply, trial, passed)
-            if rejected is not None:
-                return rejected
-            outs, after = tensors[: reply["n_out"]], tensors[reply["n_out"] :]
-            if worker.ipc:  # the worker ran on the judge's lent copies: read them where they are
-                after = worker.sink.lent
-            if trial < 2:
-                draws.append((expected, inputs))
-            failure = self._judge_trial(expected, inputs, outs, after, reply, trial, passed)
-            if failure is not None:
-                return failure
-            passed += 1
-        self.fields.update(trials=self.opts.trials, trials_passed=passed)
-        if len(draws) == 2:
-            reasons = degenerate_reasons(draws[0][0], draws[1][0], draws[0][1], max(self.atol, 1e-6))
-            if reasons:
-                self.fields["task_degenerate"] = tuple(reasons)
-                self.notes.append("degenerate task, a trivial answer passes: " + "; ".join(reasons))
-        return None
 
     def _timing(self, worker: WorkerProcess) -> Verdict:
         if self.device == "cpu" or not self.opts.time_it:
@@ -380,10 +336,14 @@ def judge_request(
     opts = from_dict(VerifyOptions, request["options"])
     try:
         backend = from_dict(Backend, request["backend"])
-        verdict = Judge(task, request["source"], backend, opts).run(started, deferred, reference)
+        judge = Judge(task, request["source"], backend, opts)
+        judge.lease_marker = request.get("lease_marker")
+        verdict = judge.run(started, deferred, reference)
         return {"verdict": to_dict(verdict)}
     except RetryAlone as exc:  # judge/faults.py: the caller verifies again, alone on the GPU
         return {"retry_alone": str(exc)}
+    except torch.OutOfMemoryError as exc:  # the judge's own GPU memory: another tenant's doing, or retried alone
+        return {"retry_alone": f"the judge ran out of GPU memory: {str(exc)[:300]}"}
     except ValueError as exc:
         if started is not None:
             started.worker.close()

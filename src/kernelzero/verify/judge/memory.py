@@ -42,22 +42,32 @@ from kernelzero.verify.judge.lease import LOCK_DIR
 
 GIB = 1 << 30
 CONTEXT_BYTES = 640 << 20  # one process's CUDA context and allocator slack (three processes per verification)
-COPIES = 6  # of (inputs + outputs) a verification holds at its peak: reference, candidate, judge, temporaries
+INPUT_COPIES = 12  # of one input set a verification may hold at its peak (judge, reference, candidate, arenas, blocks)
+OUTPUT_COPIES = 8  # of the outputs (expected, the candidate's, the arenas, timing blocks, comparison chunks)
 DEFAULT_NEED = 16 * GIB  # when the footprint cannot be measured (a task whose forward has no meta kernels)
 BUDGET_SHARE = 0.92  # of the GPU's memory, when the budget is not set
 POLL_S = 0.05
 BASE_BYTES = 3 * CONTEXT_BYTES  # a verification's processes' CUDA contexts: judge, reference, candidate's worker
-_held: dict[str, dict] = {}  # uuid -> {"depth"} of this process's lease
+ALONE_PATIENCE_S = 60.0  # an alone lease waits this long for every other data lease to end, then takes what is left
+_held: dict[str, dict] = {}  # uuid -> {"bytes"} of this process's lease
+_kept: list[dict] = []  # entries kept until this process exits (memory_lease's `keep`)
 
 
-def verification_need(footprint: dict | None, params_copies: int = 2) -> int:
+def verification_need(footprint: dict | None, params_copies: int = 2, ref_fp64: bool = False) -> int:
     """The data bytes one verification may hold beyond its processes' CUDA contexts (BASE_BYTES), from the task's
     footprint (`{"params", "inputs", "outputs"}` in bytes, as the reference's `measure` command returns it), or
-    DEFAULT_NEED when there is none."""
+    DEFAULT_NEED when there is none. Inputs count INPUT_COPIES times (the judge's pristine sets, a timing block's
+    warm-up, timed and audit sets, the IPC arenas of both sides), outputs OUTPUT_COPIES times; with `ref_fp64` the
+    reference's float64 copy doubles the parameters and the outputs."""
     if not footprint:
         return DEFAULT_NEED
-    data = int(footprint.get("inputs", 0)) + int(footprint.get("outputs", 0))
-    return params_copies * int(footprint.get("params", 0)) + COPIES * data
+    wide = 2 if ref_fp64 else 1
+    params = (params_copies + 2 * ref_fp64) * int(footprint.get("params", 0))
+    return (
+        params
+        + INPUT_COPIES * int(footprint.get("inputs", 0))
+        + wide * OUTPUT_COPIES * int(footprint.get("outputs", 0))
+    )
 
 
 def _folder(uuid: str) -> Path:
@@ -81,8 +91,12 @@ def leased_bytes(uuid: str) -> tuple[int, int]:
     total = count = 0
     for entry in _folder(uuid).iterdir():
         try:
-            fd = os.open(entry, os.O_RDWR)
-        except OSError:
+            fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            continue  # released meanwhile
+        except OSError:  # another user's entry this process may not read: counted live, at the default size
+            total += DEFAULT_NEED
+            count += not entry.name.endswith(".base")
             continue
         try:
             try:
@@ -118,41 +132,53 @@ def _under_ledger(uuid: str, take) -> dict | None:
         os.close(lock)
 
 
-def _try_take(uuid: str, need: int, budget: int, alone: bool) -> dict | None:
+def _try_take(uuid: str, need: int, budget: int, alone: bool, impatient: bool) -> dict | None:
     """Take `need` data bytes if they fit in `budget` beside every live entry (alone: once no other data lease is
-    left, whatever the bases leave of the budget); the entry, or None. A request with no data lease beside it is
-    never refused, so no request waits forever."""
+    left, all that the bases leave); the entry, or None. A request with no data lease beside it is never refused
+    (it gets what the bases leave), so no request waits forever; nor does an `impatient` alone one (ALONE_PATIENCE_S
+    passed): it takes what is left, so one retry cannot hold every other verification back for long."""
 
     def take() -> dict | None:
         held, count = leased_bytes(uuid)
+        left = max(0, budget - held)
         if alone:
-            return _write_entry(uuid, max(0, budget - held), "") if count == 0 else None
+            return _write_entry(uuid, left, "") if count == 0 or (impatient and left > 0) else None
         if count and held + need > budget:
             return None
-        return _write_entry(uuid, need, "")
+        return _write_entry(uuid, min(need, left), "")
 
     return _under_ledger(uuid, take)
 
 
-def _release(entry: dict | None) -> None:
-    if entry is not None:
-        entry["path"].unlink(missing_ok=True)
-        os.close(entry["fd"])
+def _release(entry: dict | None, keep: bool = False) -> None:
+    """Give an entry back; `keep`: leave it flock-ed until this process exits (its memory goes only then)."""
+    if entry is None:
+        return
+    if keep:
+        _kept.append(entry)
+        return
+    entry["path"].unlink(missing_ok=True)
+    os.close(entry["fd"])
 
 
 @contextlib.contextmanager
-def memory_lease(need: int, uuid: str, budget: int, alone: bool = False, base: int = 0) -> Iterator[float]:
+def memory_lease(
+    need: int, uuid: str, budget: int, alone: bool = False, base: int = 0, keep: bool = False
+) -> Iterator[float]:
     """Hold `need` bytes of the GPU `uuid`'s memory budget (`alone`: all that the other processes' bases leave);
     yields the seconds waited. `base`: bytes this holder's processes hold already (their CUDA contexts), entered in
-    the ledger at once without waiting, so that every lease after it counts them."""
+    the ledger at once without waiting, so that every lease after it counts them. `keep`: the entries stay until this
+    process exits (a judge: its workers and its own CUDA memory go after its answer, not when the lease ends).
+    Re-entrant: an inner lease (the stricter second verification inside the first) waits for nothing, but enters
+    its own processes' need as a base, so others count them."""
     need = max(0, min(int(need), budget))
     outer = _held.get(uuid)
-    if outer is not None:  # re-entrant: counted in the outer lease
-        outer["depth"] += 1
+    if outer is not None:
+        inner = _under_ledger(uuid, lambda: _write_entry(uuid, int(base) + need, ".base"))
         try:
             yield 0.0
         finally:
-            outer["depth"] -= 1
+            _release(inner, keep)
         return
     start = time.perf_counter()
     base_entry = _under_ledger(uuid, lambda: _write_entry(uuid, int(base), ".base")) if base else None
@@ -161,18 +187,21 @@ def memory_lease(need: int, uuid: str, budget: int, alone: bool = False, base: i
         turn = _open_lock(f"{uuid}.memturn")
         try:
             fcntl.flock(turn, fcntl.LOCK_EX)  # one waiter at a time: first come, first served
-            while (data := _try_take(uuid, need, budget, alone)) is None:
+            while True:
+                impatient = time.perf_counter() - start > ALONE_PATIENCE_S
+                if (data := _try_take(uuid, need, budget, alone, impatient)) is not None:
+                    break
                 time.sleep(POLL_S)
         finally:
             os.close(turn)
-        _held[uuid] = {"depth": 1}
+        _held[uuid] = {"bytes": data["bytes"]}
         try:
             yield time.perf_counter() - start
         finally:
             _held.pop(uuid, None)
     finally:
-        _release(data)
-        _release(base_entry)
+        _release(data, keep)
+        _release(base_entry, keep)
 
 
 def budget_bytes(total_bytes: int, gpu_mem_gb: float | None) -> int:
@@ -184,18 +213,24 @@ def budget_bytes(total_bytes: int, gpu_mem_gb: float | None) -> int:
 
 @contextlib.contextmanager
 def judge_memory_lease(judge) -> Iterator[None]:
-    """The memory lease of one verification on a GPU (nothing on a CPU): the task's footprint is measured in the
-    reference's sandbox first, then the lease is taken before the reference or the candidate allocates."""
+    """The memory lease of one verification on a GPU (on a CPU: none): the task's footprint is measured in the
+    reference's sandbox first, then the lease is taken before the reference or the candidate allocates, and kept
+    until the judge process exits (its workers and its own memory go after its answer). When it holds its lease (at
+    once on a CPU) the judge touches `judge.lease_marker`: its caller's time budget counts from then
+    (judge/run.py), so a wait for memory is never the candidate's time."""
     if judge.device != "cuda":
+        _touch(judge.lease_marker)
         yield
         return
     footprint = judge.ref.footprint(judge.ref_path)
     if footprint is None:
         judge.notes.append(f"the task's footprint could not be measured: GPU memory leased {DEFAULT_NEED / GIB:.0f} GB")
-    need = verification_need(footprint)
-    with current_gpu_lease(need, judge.opts.gpu_mem_gb, judge.opts.gpu_alone, BASE_BYTES) as (waited, leased):
+    need = verification_need(footprint, ref_fp64=judge.opts.ref_fp64)
+    lease = current_gpu_lease(need, judge.opts.gpu_mem_gb, judge.opts.gpu_alone, BASE_BYTES, keep=True)
+    with lease as (waited, leased):
         import torch
 
+        _touch(judge.lease_marker)
         free, total = torch.cuda.mem_get_info()
         judge.stage_s.update(gpu_mem_wait=round(waited, 4), gpu_mem_gib=round((BASE_BYTES + leased) / GIB, 3))
         judge.stage_s.update(gpu_need_gib=round((BASE_BYTES + need) / GIB, 3), gpu_total_gib=round(total / GIB, 3))
@@ -204,15 +239,15 @@ def judge_memory_lease(judge) -> Iterator[None]:
         yield
 
 
-def foreign_starved(stage_s: dict) -> bool:
-    """Alone on the GPU, other programs (no lease of ours) hold so much that this verification's need did not fit."""
-    foreign = stage_s.get("gpu_foreign_gib")
-    return foreign is not None and foreign + stage_s.get("gpu_need_gib", 0.0) > stage_s.get("gpu_total_gib", 0.0)
+def _touch(path: str | None) -> None:
+    if path:
+        with contextlib.suppress(OSError):
+            Path(path).touch()
 
 
 @contextlib.contextmanager
 def current_gpu_lease(
-    need: int, gpu_mem_gb: float | None, alone: bool = False, base: int = 0
+    need: int, gpu_mem_gb: float | None, alone: bool = False, base: int = 0, keep: bool = False
 ) -> Iterator[tuple[float, int]]:
     """A memory lease on this process's current CUDA device (see memory_lease); yields (seconds waited, data bytes
     asked for: the budget when alone)."""
@@ -222,5 +257,11 @@ def current_gpu_lease(
 
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
     budget = budget_bytes(total, gpu_mem_gb)
-    with memory_lease(need, _device_uuid(), budget, alone=alone, base=base) as waited:
+    with memory_lease(need, _device_uuid(), budget, alone=alone, base=base, keep=keep) as waited:
         yield waited, budget if alone else min(need, budget)
+
+
+def foreign_starved(stage_s: dict) -> bool:
+    """Alone on the GPU, other programs (no lease of ours) hold so much that this verification's need did not fit."""
+    foreign = stage_s.get("gpu_foreign_gib")
+    return foreign is not None and foreign + stage_s.get("gpu_need_gib", 0.0) > stage_s.get("gpu_total_gib", 0.0)

@@ -6,6 +6,7 @@ its teardown.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -46,16 +47,19 @@ def _standby_judge(
     return proc
 
 
-def _judge_output(proc: subprocess.Popen, timeout_s: float, limit: int = 1 << 20) -> bytes:
+def _judge_output(proc: subprocess.Popen, timeout_s: float, marker: Path, limit: int = 1 << 20) -> bytes:
     """The judge's output until it closes it (launch.py does so once its result is written); the last `limit`
-    bytes. Raises TimeoutExpired after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+    bytes. Raises TimeoutExpired `timeout_s` after the judge touched `marker` (it holds its GPU memory lease), or
+    MAX_LEASE_WAIT_S after the start if it never does."""
+    started = time.monotonic()
     fd, out = proc.stdout.fileno(), b""
     while True:
+        leased = marker.stat().st_mtime - time.time() + time.monotonic() if marker.exists() else None
+        deadline = leased + timeout_s if leased is not None else started + MAX_LEASE_WAIT_S
         left = deadline - time.monotonic()
         if left <= 0:
-            raise subprocess.TimeoutExpired(proc.args, timeout_s)
-        if select.select([fd], [], [], left)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s if leased is not None else MAX_LEASE_WAIT_S)
+        if select.select([fd], [], [], min(left, 1.0))[0]:
             data = os.read(fd, 1 << 16)
             if not data:
                 proc.stdout.close()
@@ -89,30 +93,40 @@ def run_judge(
 ) -> Verdict:
     """Verify `source` in a judge process (a standby one when `standby` has one ready).
 
-    A judge that dies or runs past its budget, or that reports a fault another tenant of the GPU may have caused
+    A judge killed by a signal, or one that reports a fault another tenant of the GPU may have caused
     (judge/faults.py), is run once more in a fresh process with `gpu_alone` (its memory lease waits until it is
-    alone on the GPU); if that one dies too, the verdict is `infra_error` (never the candidate's `crash`)."""
+    alone on the GPU); a second such end is `infra_error` (never the candidate's `crash`). A judge that exits with
+    an error of its own is `infra_error` at once (a verifier bug is not retried: it would fail again)."""
     start = time.monotonic()
     verdict, why, log = _judge_once(task, source, backend, opts, standby)
-    if why is not None:
+    if why is not None and why.startswith(RETRY):
         verdict, again, log = _judge_once(task, source, backend, replace(opts, gpu_alone=True), None)
-        if again is not None:
-            message = f"{again} (and before, on the first try: {why})"[:1500]
-            return early_verdict(task, source, backend.name, opts, "infra_error", "judge", message, error_log=log)
-        verdict = replace(verdict, notes=(*verdict.notes, f"verified again alone on the GPU after: {why[:300]}"))
+        if again is None:
+            note = f"verified again alone on the GPU after: {why.removeprefix(RETRY)[:300]}"
+            verdict, why = replace(verdict, notes=(*verdict.notes, note)), None
+        else:
+            why = f"{again.removeprefix(RETRY)} (and before, on the first try: {why.removeprefix(RETRY)})"
+    if why is not None:
+        message = why.removeprefix(RETRY)[:1500]
+        return early_verdict(task, source, backend.name, opts, "infra_error", "judge", message, error_log=log)
     return replace(verdict, stage_seconds={**verdict.stage_seconds, "total": round(time.monotonic() - start, 3)})
+
+
+RETRY = "retry: "  # _judge_once's reason for a fault worth a second try alone
+MAX_LEASE_WAIT_S = 3600.0  # a judge waits this long for its GPU memory lease at most (then: infra_error)
 
 
 def _judge_once(
     task: Task, source: str, backend: Backend, opts: VerifyOptions, standby: Standby | None
 ) -> tuple[Verdict | None, str | None, str]:
-    """One judge process: (its verdict, None, "") or (None, why it is to be retried alone, its output's tail)."""
+    """One judge process: (its verdict, None, "") or (None, why not, its output's tail); `why` starts with RETRY
+    when the fault is worth a second try alone. The time budget counts from when the judge holds its memory lease
+    (it touches the lease marker), so waiting for memory is never the candidate's time."""
     budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
     with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
-        request, result = Path(tmp, "request.json"), Path(tmp, "result.json")
-        request.write_text(
-            json.dumps({"task": to_dict(task), "source": source, "backend": to_dict(backend), "options": asdict(opts)})
-        )
+        request, result, marker = Path(tmp, "request.json"), Path(tmp, "result.json"), Path(tmp, "leased")
+        payload = {"task": to_dict(task), "source": source, "backend": to_dict(backend), "options": asdict(opts)}
+        request.write_text(json.dumps({**payload, "lease_marker": str(marker)}))
         proc = _standby_judge(standby, _judge_env(backend, opts), opts, request, result)
         if proc is None:
             argv = ["-m", "kernelzero.verify.judge.launch", "--parent", str(os.getpid()), str(request), str(result)]
@@ -125,11 +139,20 @@ def _judge_once(
                 env=_judge_env(backend, opts),
             )
         try:
-            out = _judge_output(proc, budget)
-        except subprocess.TimeoutExpired:
+            out = _judge_output(proc, budget, marker)
+        except subprocess.TimeoutExpired as exc:
             os.killpg(proc.pid, 9)
             proc.communicate()
-            return None, f"the verifier's judge process took over {budget:.0f} s", ""
+            if not marker.exists():
+                return None, f"the judge waited over {exc.timeout:.0f} s for GPU memory", ""
+            verdict = early_verdict(
+                task, source, backend.name, opts, "timeout", "judge", f"verification took over {budget:.0f} s"
+            )
+            return verdict, None, ""
+        except BaseException:  # the caller was interrupted (a test's time limit, Ctrl-C): the judge goes too
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, 9)
+            raise
         if result.exists():  # the judge closed its output after writing it: its own teardown is not waited for
             threading.Thread(target=proc.wait, daemon=True).start()
         else:
@@ -139,10 +162,11 @@ def _judge_once(
                 os.killpg(proc.pid, 9)
                 proc.wait()
             tail = out.decode(errors="replace")[-1500:]
-            return None, f"the verifier's judge process died (exit {proc.returncode})", tail
-        payload = json.loads(result.read_text())
-    if "error" in payload:
-        raise ValueError(payload["error"])
-    if "retry_alone" in payload:
-        return None, str(payload["retry_alone"]), ""
-    return verdict_from_dict(payload["verdict"]), None, ""
+            why = f"the verifier's judge process died (exit {proc.returncode})"
+            return None, (RETRY + why if proc.returncode < 0 else why), tail
+        answer = json.loads(result.read_text())
+    if "error" in answer:
+        raise ValueError(answer["error"])
+    if "retry_alone" in answer:
+        return None, RETRY + str(answer["retry_alone"]), ""
+    return verdict_from_dict(answer["verdict"]), None, ""

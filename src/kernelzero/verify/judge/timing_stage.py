@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from kernelzero.tasks.hashing import task_hash
-from kernelzero.types import Timing, Verdict
+from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.compare import compare
 from kernelzero.verify.judge.lease import exclusive_gpu
@@ -358,6 +358,8 @@ def confirm_speedup(judge: Judge, speedup: float) -> Verdict | None:
     `unconfirmed_speedup` saying what the second run found. It runs inside the first's leases (re-entrant).
     """
     second = type(judge)(judge.task, judge.source, judge.backend, confirming_options(judge.opts)).run()
+    if second.status in SKIPPED_STATUSES:  # the machine or the task failed the second run: not the candidate's
+        return second
     if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
         judge.notes.append(
             f"speedup {speedup:.1f}x over the {judge.opts.speedup_cap:g}x cap confirmed by a stricter "

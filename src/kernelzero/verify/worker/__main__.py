@@ -24,6 +24,7 @@ def main(argv: list[str]) -> int:
         "gpu_compile": worker.gpu_compile,
         "ipc_check": worker.ipc_check,
         "warm": worker.warm,
+        "context": worker.context,
         **worker.extra_commands(),
     }
     while True:

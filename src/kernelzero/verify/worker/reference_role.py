@@ -58,8 +58,9 @@ class ReferenceWorker(Worker):
         (data-dependent shapes, `.item()`): the judge then leases a default."""
         module, size = self.module, DTYPES[req["dtype"]].itemsize
 
-        def nbytes(tensors: list) -> int:
-            return sum(t.numel() * (size if t.is_floating_point() else t.element_size()) for t in tensors)
+        def nbytes(tensors: list) -> int:  # floating tensors are cast to the precision, float64 ones stay 8 bytes
+            cast = (torch.float32, torch.float16, torch.bfloat16)
+            return sum(t.numel() * (size if t.dtype in cast else t.element_size()) for t in tensors)
 
         try:
             with torch.device("meta"), torch.no_grad():

@@ -98,11 +98,9 @@ class Worker:
                 self.hooks.append(hook)
         self.guards.snapshot()
         if self.device.startswith("cuda"):
-            try:  # the CUDA context, made before the judge takes the GPU and before any candidate code runs
-                torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
-                torch.zeros(1, device=self.device)
-            except BaseException as exc:  # the GPU, not the candidate: the judge blames it right (judge/faults.py)
-                return {**self.error_reply(exc, "context"), "status": "oom" if classify(exc) == "oom" else "crash"}
+            reply = self._make_context(req)
+            if reply is not None:
+                return reply
         start = time.perf_counter()
         try:
             spec = importlib.util.spec_from_file_location("candidate", req["path"])
@@ -134,6 +132,19 @@ class Worker:
         self.module = module
         notes = [note for hook in self.hooks for note in hook.notes()]
         return {"ok": True, "build_s": time.perf_counter() - start, "notes": notes}
+
+    def _make_context(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        """The CUDA context (and the memory cap), before any candidate code runs; a failure reply, or None."""
+        try:
+            torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
+            torch.zeros(1, device=req["device"])
+        except BaseException as exc:  # the GPU, not the candidate: the judge blames it right (judge/faults.py)
+            return {**self.error_reply(exc, "context"), "status": "oom" if classify(exc) == "oom" else "crash"}
+        return None
+
+    def context(self, req: dict[str, Any]) -> None:
+        """The `context` command: make the CUDA context now (the judge asks before the candidate's import)."""
+        send_msg(self.out, self._make_context(req) or {"ok": True})
 
     def load(self, req: dict[str, Any]) -> None:
         """Construct ModelNew (importing first unless `import` ran) and load the reference's weights."""
