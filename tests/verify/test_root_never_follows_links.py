@@ -203,3 +203,34 @@ def test_a_fifo_or_link_is_refused_by_read_regular_at_once(tmp_path):
         with pytest.raises(safe_fs.UnsafePath):
             safe_fs.read_regular(tmp_path / name, 1 << 20)
     assert safe_fs.read_regular(secret, 10) == SECRET.encode()[:10]
+
+
+def test_a_link_planted_as_the_gpu_lock_folder_is_not_chmodded_through(tmp_path, monkeypatch):
+    """The GPU lease's folder sits in /tmp, open to every user: a sandbox user who makes it first as a link to a
+    folder of root's must not get that folder made world-writable (chmod 1777 through the link)."""
+    from kernelzero.verify.judge import lease
+
+    target = tmp_path / "etc"
+    target.mkdir(mode=0o755)
+    os.symlink(target, tmp_path / "locks")
+    monkeypatch.setattr(lease, "LOCK_DIR", tmp_path / "locks")
+    with pytest.raises(safe_fs.UnsafePath):
+        lease._open(lease.lock_path("gpu-x"))
+    assert target.stat().st_mode & 0o7777 == 0o755 and not list(target.iterdir())
+
+
+def test_a_link_planted_as_the_memory_ledger_does_not_get_its_files_removed(tmp_path, monkeypatch):
+    """The memory ledger sweeps entries no live process holds (it unlinks them): a ledger folder planted as a link
+    to another folder must not make root remove that folder's files."""
+    from kernelzero.verify.judge import memory
+
+    target = tmp_path / "etc"
+    target.mkdir()
+    (target / "passwd").write_text("root:x:0:0\n")
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    os.symlink(target, locks / "gpu-x.mem")
+    monkeypatch.setattr(memory, "LOCK_DIR", locks)
+    with pytest.raises(safe_fs.UnsafePath):
+        memory.leased_bytes("gpu-x")
+    assert (target / "passwd").read_text() == "root:x:0:0\n"

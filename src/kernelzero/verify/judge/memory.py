@@ -34,11 +34,13 @@ import contextlib
 import fcntl
 import os
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from kernelzero.verify.judge.lease import LOCK_DIR
+from kernelzero.verify.sandbox import safe_fs
 
 GIB = 1 << 30
 CONTEXT_BYTES = 640 << 20  # one process's CUDA context and allocator slack (three processes per verification)
@@ -61,18 +63,20 @@ def verification_need(footprint: dict | None, params_copies: int = 2) -> int:
 
 
 def _folder(uuid: str) -> Path:
+    """The ledger's folder: a real folder of root's or this user's (never one another user made, or a link: the
+    sweep below unlinks entries nobody holds)."""
+    LOCK_DIR.parent.mkdir(parents=True, exist_ok=True)
+    safe_fs.shared_folder(LOCK_DIR)
     folder = LOCK_DIR / f"{uuid}.mem"
-    folder.mkdir(parents=True, exist_ok=True)
+    safe_fs.shared_folder(folder, 0o755)  # entries are written by trusted judges only
     return folder
 
 
 def _open_lock(name: str) -> int:
     """A lock file in LOCK_DIR (made on first use, as lease.py makes it: sticky and open to every user)."""
-    if not LOCK_DIR.is_dir():
-        LOCK_DIR.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            LOCK_DIR.chmod(0o1777)
-    return os.open(LOCK_DIR / name, os.O_RDWR | os.O_CREAT, 0o600 if os.geteuid() == 0 else 0o644)
+    LOCK_DIR.parent.mkdir(parents=True, exist_ok=True)
+    safe_fs.shared_folder(LOCK_DIR)
+    return safe_fs.open_lock(LOCK_DIR / name, 0o600 if os.geteuid() == 0 else 0o644)
 
 
 def leased_bytes(uuid: str) -> tuple[int, int]:
@@ -81,8 +85,11 @@ def leased_bytes(uuid: str) -> tuple[int, int]:
     total = count = 0
     for entry in _folder(uuid).iterdir():
         try:
-            fd = os.open(entry, os.O_RDWR)
+            fd = os.open(entry, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
+            continue
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # not an entry of ours: never unlinked
+            os.close(fd)
             continue
         try:
             try:

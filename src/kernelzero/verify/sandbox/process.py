@@ -3,6 +3,8 @@
 What the sandbox gives each candidate:
 - a fresh Python interpreter (`python -m kernelzero.verify.worker`), its own session and process
   group (killed as a whole at the end), no core dumps, killed if the judge dies;
+- its own folder, laid out by root before it is handed over and never touched again (`lay_out_workdir`,
+  `safe_fs.py`: no link the sandbox plants there is followed);
 - a scrubbed environment: PATH, LANG, CUDA_VISIBLE_DEVICES and the variables the verifier sets
   (HOME, TMPDIR, TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR inside its own temp dir, so no cache is
   shared between samples), nothing else from the caller;

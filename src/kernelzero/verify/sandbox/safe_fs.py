@@ -17,6 +17,10 @@ writes into it), a hard link where root truncates a file. So root here:
 - reads what the sandbox wrote only through `open_regular` / `read_regular`: O_NOFOLLOW | O_NONBLOCK, then fstat
   must say a regular file (a FIFO, device or socket is refused at once, without blocking), and a bounded read.
 
+Folders every user's processes share (the GPU lease's lock folder in /tmp, sticky and open to all): `shared_folder`
+refuses a link or a folder another user (the sandbox's, made first) owns, and `open_lock` opens a lock file there
+without following a link, regular files only.
+
 What it does not defend: a path root reaches through a folder the sandbox can write (use a descriptor); what a
 regular file holds (the sandbox wrote it: treat its contents as untrusted input); anything when the sandboxed
 process runs as root itself (sandbox/process.py: the plan's notes say so).
@@ -120,3 +124,42 @@ def read_regular(path: str | os.PathLike, limit: int, dir_fd: int | None = None)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def shared_folder(path: str | os.PathLike, mode: int = 0o1777) -> None:
+    """Make sure `path` is a real folder (created with `mode` when missing) owned by root or this process's user,
+    so no other user can swap it for a link afterwards (it sits in a sticky folder such as /tmp); its mode is set
+    through a descriptor. UnsafePath for a link, a non-folder, or another user's folder."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePath(f"{path}: a symbolic link or not a folder") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if info.st_uid not in (0, os.geteuid()):
+            raise UnsafePath(f"{path}: owned by uid {info.st_uid}, not root's or this user's: remove it")
+        if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != mode:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def open_lock(path: str | os.PathLike, mode: int) -> int:
+    """A read-write descriptor of the lock file `path` (created with `mode` when missing), not through a link in
+    its last component, and only when it is a regular file (UnsafePath otherwise)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | OPEN_FLAGS, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(f"{path}: a symbolic link") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePath(f"{path}: not a regular file")
+    return fd
