@@ -53,11 +53,9 @@ def profile_candidate(
     gpu = _gpu_visible()
     plan = plan_sandbox(opts.sandbox_user, opts.isolate_network)
     with scratch_folder("kz-profile-") as folder:
-        env = prepare_workdir(folder, plan)
+        env = prepare_workdir(folder, plan, {"task.py": task_code, "candidate.py": source})  # before it is handed over
         if not gpu and get_backend(backend).without_gpu == "interpret":
             env["TRITON_INTERPRET"] = "1"
-        for name, text in (("task.py", task_code), ("candidate.py", source)):
-            (folder / name).write_text(text)
         argv = [sys.executable, "-m", "kernelzero.verify.profile_child", str(calls)]
         proc = popen_sandboxed(
             argv, folder, plan, env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL

@@ -24,6 +24,7 @@ from pathlib import Path
 from kernelzero.types import Task, from_dict
 from kernelzero.verify.judge.task_source import TaskBroken, start_reference
 from kernelzero.verify.options import VerifyOptions
+from kernelzero.verify.sandbox import safe_fs
 from kernelzero.verify.sandbox.process import (
     die_with_parent,
     gpu_visible,
@@ -31,7 +32,13 @@ from kernelzero.verify.sandbox.process import (
     outlive_parent,
     scratch_folder,
 )
-from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, kill_all, start_worker
+from kernelzero.verify.sandbox.worker_process import (
+    StartedWorker,
+    WorkerDied,
+    kill_all,
+    rewrite_candidate,
+    start_worker,
+)
 
 
 def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
@@ -51,10 +58,15 @@ def on_gpu(opts: VerifyOptions) -> bool:
 
 def _answer(path: str, payload: dict) -> None:
     """Write the result (atomically), then let go of the output the caller reads to its end: it takes the
-    result now, without waiting for this process's teardown."""
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)
+    result now, without waiting for this process's teardown.
+
+    The result's folder is the caller's own (judge/run.py: a temporary folder only its user can open), never one
+    a sandbox user can write; the file is still made fresh (O_EXCL, no link followed) and renamed into place."""
+    folder = safe_fs.open_folder(Path(path).parent)
+    try:
+        safe_fs.replace_file(folder, Path(path).name, json.dumps(payload).encode(), 0o600)
+    finally:
+        os.close(folder)
     sys.stdout.flush()
     sys.stderr.flush()
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -155,9 +167,7 @@ def _serve_standby(spec: dict, started: StartedWorker) -> int:
         worker.close()
         started = None  # the judge starts a worker with this request's sandbox
     else:
-        started.cand_path.write_text(request["source"])
-        if started.plan.uid is not None:
-            os.chown(started.cand_path, started.plan.uid, started.plan.gid)
+        rewrite_candidate(started, request["source"])  # nothing the sandbox planted in its folder is followed
         if not opts.cuda_ipc and started.ipc_why == "":  # checked, but this request asks for host memory
             worker.ipc_off()
             started.ipc_why = None

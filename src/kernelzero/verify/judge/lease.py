@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kernelzero.verify.judge.probe import probe_gpu
+from kernelzero.verify.sandbox import safe_fs
 
 LOCK_DIR = Path(os.environ.get("KZ_GPU_LOCK_DIR", "/tmp/kernelzero-gpu-locks"))
 _held: dict[str, dict] = {}  # uuid -> {"fd", "turn", "mode", "depth"} of this process's lease
@@ -48,7 +49,7 @@ def suspect_path(uuid: str) -> Path:
 
 def mark_suspect(uuid: str | None = None) -> None:
     """Call while holding the lease: the next holder probes the GPU first."""
-    suspect_path(uuid or _device_uuid()).touch()
+    os.close(_open(suspect_path(uuid or _device_uuid())))  # its existence is the mark
 
 
 def _probe_if_suspect(uuid: str) -> None:
@@ -78,10 +79,11 @@ def turn_path(uuid: str) -> Path:
 
 
 def _open(path: Path) -> int:
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        LOCK_DIR.chmod(0o1777)
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600 if os.geteuid() == 0 else 0o644)
+    """A lock file in LOCK_DIR, which every user's judges share (sticky, open to all): neither the folder nor the
+    file is taken through a link, or when another user made it first (safe_fs.shared_folder, open_lock)."""
+    LOCK_DIR.parent.mkdir(parents=True, exist_ok=True)
+    safe_fs.shared_folder(LOCK_DIR)
+    return safe_fs.open_lock(path, 0o600 if os.geteuid() == 0 else 0o644)
 
 
 def _take(held: dict, uuid: str, mode: int) -> None:

@@ -31,14 +31,17 @@ copies a verification holds, plus the processes' CUDA contexts.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from kernelzero.verify.judge.lease import LOCK_DIR
+from kernelzero.verify.sandbox import safe_fs
 
 GIB = 1 << 30
 CONTEXT_BYTES = 640 << 20  # one process's CUDA context and allocator slack (three processes per verification)
@@ -71,18 +74,20 @@ def verification_need(footprint: dict | None, params_copies: int = 2, ref_fp64: 
 
 
 def _folder(uuid: str) -> Path:
+    """The ledger's folder: a real folder of root's or this user's (never one another user made, or a link: the
+    sweep below unlinks entries nobody holds)."""
+    LOCK_DIR.parent.mkdir(parents=True, exist_ok=True)
+    safe_fs.shared_folder(LOCK_DIR)
     folder = LOCK_DIR / f"{uuid}.mem"
-    folder.mkdir(parents=True, exist_ok=True)
+    safe_fs.shared_folder(folder, 0o755)  # entries are written by trusted judges only
     return folder
 
 
 def _open_lock(name: str) -> int:
     """A lock file in LOCK_DIR (made on first use, as lease.py makes it: sticky and open to every user)."""
-    if not LOCK_DIR.is_dir():
-        LOCK_DIR.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            LOCK_DIR.chmod(0o1777)
-    return os.open(LOCK_DIR / name, os.O_RDWR | os.O_CREAT, 0o600 if os.geteuid() == 0 else 0o644)
+    LOCK_DIR.parent.mkdir(parents=True, exist_ok=True)
+    safe_fs.shared_folder(LOCK_DIR)
+    return safe_fs.open_lock(LOCK_DIR / name, 0o600 if os.geteuid() == 0 else 0o644)
 
 
 def leased_bytes(uuid: str) -> tuple[int, int]:
@@ -94,9 +99,13 @@ def leased_bytes(uuid: str) -> tuple[int, int]:
             fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             continue  # released meanwhile
-        except OSError:  # another user's entry this process may not read: counted live, at the default size
-            total += DEFAULT_NEED
-            count += not entry.name.endswith(".base")
+        except OSError as exc:  # a link (not an entry of ours: never followed), or another user's entry
+            if exc.errno != errno.ELOOP:  # one this process may not read: counted live, at the default size
+                total += DEFAULT_NEED
+                count += not entry.name.endswith(".base")
+            continue
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # not an entry of ours: never unlinked
+            os.close(fd)
             continue
         try:
             try:

@@ -1,7 +1,8 @@
 """The caller's side of a judge: start a judge process (or take a ready standby one), give it the request, read
 its result. The judge runs in its own process so that a crash of the reference, of torch or of the GPU context
 cannot take the caller down; it writes its result to a file and closes its output, so the caller does not wait for
-its teardown.
+its teardown. The result file lives in a temporary folder of the caller's own (mode 0700), which no sandboxed process
+can write; it is read without following a link and only when it is a regular file (safe_fs.read_regular).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from kernelzero.verify.judge.launch import on_gpu
 from kernelzero.verify.judge.standby import Standby
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox.process import physical_gpu, source_root
+from kernelzero.verify.sandbox.safe_fs import read_regular
 from kernelzero.verify.verdicts import early_verdict
+
+RESULT_LIMIT = 64 << 20  # bytes of a judge's result file read (a verdict is a few KB; error logs are bounded)
 
 
 def _standby_judge(
@@ -164,7 +168,7 @@ def _judge_once(
             tail = out.decode(errors="replace")[-1500:]
             why = f"the verifier's judge process died (exit {proc.returncode})"
             return None, (RETRY + why if proc.returncode < 0 else why), tail
-        answer = json.loads(result.read_text())
+        answer = json.loads(read_regular(result, RESULT_LIMIT))  # a regular file, not through a link
     if "error" in answer:
         raise ValueError(answer["error"])
     if "retry_alone" in answer:

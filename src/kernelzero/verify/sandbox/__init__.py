@@ -5,6 +5,8 @@
 - `worker_process.py`: the candidate's worker as the judge sees it (start, commands, replies under deadlines and a
   resident-memory watchdog, `WorkerDied`).
 - `channel.py`: the framed JSON + raw-bytes protocol (no unpickling of what the candidate's process wrote).
+- `safe_fs.py`: file operations of trusted code in folders the sandbox user can write (no link followed, no FIFO
+  read, descriptors of folders opened before they are handed over).
 - `cuda_ipc.py`: GPU tensors through CUDA IPC, in allocations of their own with checked ranges.
 """
 

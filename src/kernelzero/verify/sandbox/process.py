@@ -3,6 +3,8 @@
 What the sandbox gives each candidate:
 - a fresh Python interpreter (`python -m kernelzero.verify.worker`), its own session and process
   group (killed as a whole at the end), no core dumps, killed if the judge dies;
+- its own folder, laid out by root before it is handed over and never touched again (`lay_out_workdir`,
+  `safe_fs.py`: no link the sandbox plants there is followed);
 - a scrubbed environment: PATH, LANG, CUDA_VISIBLE_DEVICES and the variables the verifier sets
   (HOME, TMPDIR, TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR inside its own temp dir, so no cache is
   shared between samples), nothing else from the caller;
@@ -32,6 +34,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kernelzero.verify.sandbox import safe_fs
 
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
@@ -257,12 +261,44 @@ def apply_limits(plan: SandboxPlan) -> None:
         os.setuid(plan.uid)
 
 
-def prepare_workdir(workdir: Path, plan: SandboxPlan) -> dict[str, str]:
-    """Create the candidate's folders (owned by its user) and return its environment."""
-    for sub in ("", "home", "tmp", "torch_extensions", "triton_cache"):
-        (workdir / sub).mkdir(parents=True, exist_ok=True)
-        if plan.uid is not None:
-            os.chown(workdir / sub, plan.uid, plan.gid)
+WORKDIR_SUBS = ("home", "tmp", "torch_extensions", "triton_cache")
+
+
+def prepare_workdir(workdir: Path, plan: SandboxPlan, files: dict[str, str] | None = None) -> dict[str, str]:
+    """Lay out the candidate's folder (see `lay_out_workdir`) and return its environment."""
+    env, fd = lay_out_workdir(workdir, plan, files)
+    os.close(fd)
+    return env
+
+
+def lay_out_workdir(
+    workdir: Path, plan: SandboxPlan, files: dict[str, str] | None = None
+) -> tuple[dict[str, str], int]:
+    """Create the candidate's folders and `files` (name -> text) in `workdir`, all owned by its user; return its
+    environment and a descriptor of `workdir` opened before it was handed over (for later writes: safe_fs).
+
+    `workdir` is created here, or is a fresh folder of this process's user (a scratch folder): one the sandbox
+    user owns or may write is refused (`safe_fs.UnsafePath`), so root never creates, writes or chowns through a
+    link the sandbox planted. Everything inside is made relative to the folder's descriptor while only this
+    user can write it; the folder itself is handed to the sandbox user last.
+    """
+    Path(workdir).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(workdir, 0o700)
+    except FileExistsError:
+        pass
+    fd = safe_fs.open_folder(workdir)
+    try:
+        owner = (plan.uid, plan.gid) if plan.uid is not None else None
+        for sub in WORKDIR_SUBS:
+            safe_fs.make_folder(fd, sub, owner)
+        for name, text in (files or {}).items():
+            safe_fs.write_new(fd, name, text.encode(), 0o644, owner)
+        if owner is not None:
+            os.fchown(fd, *owner)
+    except BaseException:
+        os.close(fd)
+        raise
     env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
     env.update(
         {
@@ -276,7 +312,7 @@ def prepare_workdir(workdir: Path, plan: SandboxPlan) -> dict[str, str]:
             "MAX_JOBS": str(max(1, min(8, os.cpu_count() or 1))),
         }
     )
-    return env
+    return env, fd
 
 
 def popen_sandboxed(

@@ -1,6 +1,10 @@
 """The candidate's worker process as the judge sees it: start it in the sandbox (`start_worker`), send commands,
 receive replies under deadlines and a resident-memory cap (`WorkerProcess`), and the exception that says how it
 died (`WorkerDied`). The sandbox's rules themselves are in `process.py`.
+
+The worker's output (stdout and stderr: the candidate's prints, tracebacks) comes back through a pipe a thread of
+the judge drains, keeping the last `LOG_KEEP` bytes (`log_tail`): no log file in a folder the sandbox can write,
+where a link or FIFO in its place would make root read another file (/etc/shadow into the verdict) or block.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelzero.verify.sandbox import safe_fs
 from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
-from kernelzero.verify.sandbox.process import SandboxPlan, apply_limits, deferred_death, plan_sandbox, prepare_workdir
+from kernelzero.verify.sandbox.process import SandboxPlan, apply_limits, deferred_death, lay_out_workdir, plan_sandbox
 
+LOG_KEEP = 64 * 1024  # bytes of the worker's output kept (its end), for the verdict's error_log
 _LIVE: set[WorkerProcess] = set()  # the workers this process started and has not closed (kill_all)
 
 
@@ -36,9 +42,16 @@ class WorkerProcess:
     """A running candidate worker: send commands, receive replies under deadlines and a memory cap."""
 
     def __init__(
-        self, workdir: Path, env: dict[str, str], plan: SandboxPlan, mem_limit_bytes: int, role: str = "candidate"
+        self,
+        workdir: Path,
+        env: dict[str, str],
+        plan: SandboxPlan,
+        mem_limit_bytes: int,
+        role: str = "candidate",
+        folder_fd: int | None = None,
     ):
         self.closed = False
+        self.folder_fd = folder_fd  # `workdir`, opened before it was handed over (closed with the worker)
         with deferred_death():  # the death signal never finds a worker or folder that kill_all does not know
             self.xfer = _transfer_folder(plan)
             try:
@@ -58,8 +71,7 @@ class WorkerProcess:
         self.ipc = False  # GPU tensors both ways through CUDA IPC (after `check_ipc`)
         self.spent_arena = None  # an arena from a failed IPC check, freed with the worker
         self.rfd, wfd = os.pipe()
-        self.log_path = workdir / "worker.log"
-        log = open(self.log_path, "wb")
+        self.log = bytearray()
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -69,7 +81,7 @@ class WorkerProcess:
                 *(["reference"] if role == "reference" else []),
             ],
             stdin=subprocess.PIPE,
-            stdout=log,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=workdir,
             env=env,
@@ -77,8 +89,21 @@ class WorkerProcess:
             start_new_session=True,
             preexec_fn=lambda: apply_limits(plan),
         )
-        log.close()
         os.close(wfd)
+        self.log_reader = threading.Thread(target=self._drain_log, args=(self.proc.stdout,), daemon=True)
+        self.log_reader.start()
+
+    def _drain_log(self, out) -> None:
+        """Read the worker's output to its end (all its processes gone), keeping the last LOG_KEEP bytes."""
+        try:
+            while chunk := os.read(out.fileno(), 1 << 16):
+                self.log += chunk
+                if len(self.log) > 2 * LOG_KEEP:
+                    del self.log[:-LOG_KEEP]
+        except OSError:
+            pass
+        finally:
+            out.close()
 
     def _reader(self, fd: int) -> None:
         try:
@@ -188,12 +213,12 @@ class WorkerProcess:
             return WorkerDied("crash", f"{message}: killed by {name}", exit_signal=name)
         return WorkerDied("crash", f"{message} (exit code {code})", exit_code=code)
 
-    def log_tail(self, limit: int = 2000) -> str:
-        try:
-            data = self.log_path.read_bytes()[-limit:]
-        except OSError:
-            return ""
-        return data.decode(errors="replace")
+    def log_tail(self, limit: int = 2000, wait_s: float = 2.0) -> str:
+        """The end of the worker's output; once it has exited, first waits (up to `wait_s`) for the pipe's end, so
+        its last words are in (a process it left behind may hold the pipe open: then what came so far)."""
+        if self.proc.poll() is not None:
+            self.log_reader.join(wait_s)
+        return bytes(self.log[-limit:]).decode(errors="replace")
 
     def kill(self) -> None:
         try:
@@ -218,6 +243,9 @@ class WorkerProcess:
                 pass
         self.kill()
         shutil.rmtree(self.xfer, ignore_errors=True)
+        if self.folder_fd is not None:
+            os.close(self.folder_fd)
+            self.folder_fd = None
         arenas = (self.sink.arena, self.spent_arena)  # the worker is gone: nothing maps them any more
         self.sink.arena = self.spent_arena = None
         for arena in arenas:
@@ -278,12 +306,19 @@ def start_worker(
     """Plan the sandbox, lay out the folder and start a worker process: the candidate's, or with
     `role="reference"` the task's reference (`source` is then the task module, sizes applied)."""
     plan = plan_sandbox(user, isolate_network)
-    env = prepare_workdir(shared, plan)
+    env, fd = lay_out_workdir(shared, plan, {"candidate.py": source})  # `shared` is a fresh folder of root's
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    cand_path = shared / "candidate.py"
-    cand_path.write_text(source)
-    if plan.uid is not None:
-        os.chown(cand_path, plan.uid, plan.gid)
-    worker = WorkerProcess(shared, env, plan, int(host_mem_gb * 2**30), role)
-    return StartedWorker(worker, plan, cand_path, interpret)
+    try:
+        worker = WorkerProcess(shared, env, plan, int(host_mem_gb * 2**30), role, folder_fd=fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return StartedWorker(worker, plan, shared / "candidate.py", interpret)
+
+
+def rewrite_candidate(started: StartedWorker, source: str) -> None:
+    """Put `source` in the started worker's candidate file (a standby's, written empty when it started): a fresh
+    file renamed over the name, relative to the folder's descriptor, so nothing the sandbox planted is followed."""
+    owner = (started.plan.uid, started.plan.gid) if started.plan.uid is not None else None
+    safe_fs.replace_file(started.worker.folder_fd, started.cand_path.name, source.encode(), 0o644, owner)

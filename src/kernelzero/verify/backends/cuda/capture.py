@@ -20,7 +20,9 @@ timeout), in its own temp dir with a scrubbed environment (PATH only; HOME/TMPDI
 no GPU visible), started with `python -I`; builds made after the import (in `__init__`/`forward`) are
 not seen. With a `sandbox` plan (the verification pool's build stage) the child runs as the sandbox
 user in an empty network namespace; without one, the candidate's import can read and write what this
-user can (filesystem, network, memory). Either way it can forge its result file: capture is advisory
+user can (filesystem, network, memory). The child's folder is a sub-folder of one only this user can write (the
+log stays outside it), and its result file is read only when it is a regular file, not through a link (a FIFO or
+a link to another file in its place is no result). Either way it can forge its result file: capture is advisory
 (the build cache is keyed on the captured arguments, and the worker loads only a library built from
 exactly the arguments it passes). Linux only.
 """
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelzero.types import from_dict
+from kernelzero.verify.sandbox import safe_fs
 
 TRACEBACK_LIMIT = 2000  # characters of a candidate's traceback kept in CaptureError
 CAPTURE_ERROR_KINDS = ("import_error", "timeout", "crash", "bad_result")
@@ -87,24 +90,19 @@ def capture_load_inline(candidate_path: str, timeout_s: float, sandbox=None) -> 
     """
     source = Path(candidate_path).read_text()
     with tempfile.TemporaryDirectory(prefix="kz-capture-") as tmp:
-        work = Path(tmp)
-        target = work / "candidate.py"
-        target.write_text(source)
-        result = work / "capture.json"
+        work = _child_folder(Path(tmp), source, sandbox)
+        target, result = work / "candidate.py", work / "capture.json"
         bootstrap = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
             "from kernelzero.verify.backends.cuda.capture import _child_main; sys.exit(_child_main(sys.argv[2:]))"
         )
         src_root = str(Path(__file__).resolve().parents[2])
         argv = [sys.executable, "-I", "-B", "-c", bootstrap, src_root, str(target), str(result)]
-        log = work / "output.log"
+        log = Path(tmp) / "output.log"  # beside the child's folder, in this user's own: opened here, written there
         popen_kwargs: dict = {}
         if sandbox is not None:  # no preexec function: the pool calls this from threads
             from kernelzero.verify.sandbox.process import thread_safe_argv
 
-            if sandbox.uid is not None:
-                for path in (work, target):
-                    os.chown(path, sandbox.uid, sandbox.gid)
             argv, popen_kwargs = thread_safe_argv(argv, sandbox)
         (code,), timed_out = run_group([(argv, log)], work, _scrubbed_env(work), timeout_s, popen_kwargs)
         payload = _read_json(result)
@@ -114,6 +112,22 @@ def capture_load_inline(candidate_path: str, timeout_s: float, sandbox=None) -> 
     if payload is None:
         raise CaptureError("crash", f"the capture process exited with {code} and no result", "", output)
     return _builds_from(payload)
+
+
+def _child_folder(tmp: Path, source: str, sandbox) -> Path:
+    """`tmp/box` with the candidate's source, handed to the sandbox user when there is one; `tmp` stays this
+    user's own (so `box` cannot be swapped for a link) and holds the log. Made before it is handed over."""
+    owner = (sandbox.uid, sandbox.gid) if sandbox is not None and sandbox.uid is not None else None
+    tmp.chmod(0o711)  # the sandbox user passes through to its folder
+    os.mkdir(tmp / "box", 0o700)
+    fd = safe_fs.open_folder(tmp / "box")
+    try:
+        safe_fs.write_new(fd, "candidate.py", source.encode(), 0o644, owner)
+        if owner is not None:
+            os.fchown(fd, *owner)
+    finally:
+        os.close(fd)
+    return tmp / "box"
 
 
 def _builds_from(payload: dict) -> list[InlineBuild]:
@@ -293,9 +307,10 @@ def run_group(
 
 
 def read_bounded(path: Path, head: int = 256_000, tail: int = 64_000) -> str:
-    """A log's text, keeping its head and tail when it is larger than head + tail bytes."""
+    """A log's text, keeping its head and tail when it is larger than head + tail bytes. Only a regular file, not
+    through a link (safe_fs.open_regular): "" otherwise."""
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(safe_fs.open_regular(path), "rb") as f:
             data = f.read(head + tail + 1)
             if len(data) > head + tail:
                 f.seek(-tail, os.SEEK_END)
@@ -305,9 +320,11 @@ def read_bounded(path: Path, head: int = 256_000, tail: int = 64_000) -> str:
     return data.decode(errors="replace")
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(path: Path, limit: int = 64 << 20) -> dict | None:
+    """The JSON object in `path`, which the sandboxed child wrote: a regular file only, read without following a
+    link and without waiting on a FIFO (safe_fs.read_regular); None otherwise."""
     try:
-        payload = json.loads(path.read_text())
+        payload = json.loads(safe_fs.read_regular(path, limit))
     except (OSError, ValueError):
         return None
     return payload if isinstance(payload, dict) else None

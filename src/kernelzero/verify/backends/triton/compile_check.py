@@ -4,16 +4,18 @@ Triton's interpreter accepts kernels a GPU compiler rejects (`tl.dot` with K < 1
 kernel, shared memory past the limit), so a candidate that passed correctness in the interpreter
 is run once more, in a second sandboxed worker without the interpreter, with every kernel launch
 turned into a compile for the target (`compile.py`). The first failing compile makes the
-verdict `compile_error`.
+verdict `compile_error`. That worker gets a fresh folder with the judge's copy of the source: the first
+worker's folder is the candidate's to change (links planted there), so root lays out nothing in it.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelzero.verify.sandbox.process import plan_sandbox, prepare_workdir
+from kernelzero.verify.sandbox.process import lay_out_workdir, plan_sandbox, scratch_folder
 from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
 if TYPE_CHECKING:
@@ -22,13 +24,28 @@ if TYPE_CHECKING:
 
 
 def compile_check(judge: Judge, cand_path: Path) -> Verdict | None:
-    """None when every launched kernel compiles for the target; else a compile_error verdict."""
+    """None when every launched kernel compiles for the target; else a compile_error verdict.
+
+    `cand_path` names the first worker's file; the check runs the judge's own copy of the source (`judge.source`)
+    in a folder of its own."""
     start = time.perf_counter()
+    with scratch_folder("kz-compile-") as folder:
+        try:
+            return _compile_check(judge, folder)
+        finally:
+            judge.timed("gpu_compile_check", start)
+
+
+def _compile_check(judge: Judge, folder: Path) -> Verdict | None:
     plan = plan_sandbox(judge.opts.sandbox_user, judge.opts.isolate_network)
-    env = prepare_workdir(cand_path.parent, plan)
-    worker = WorkerProcess(cand_path.parent, env, plan, int(judge.opts.host_mem_gb * 2**30))
+    env, fd = lay_out_workdir(folder, plan, {"candidate.py": judge.source})
     try:
-        worker.send({**judge.load_request(cand_path, "cpu", False, 1.0), "hooks": judge.worker_hooks()})
+        worker = WorkerProcess(folder, env, plan, int(judge.opts.host_mem_gb * 2**30), folder_fd=fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        worker.send({**judge.load_request(folder / "candidate.py", "cpu", False, 1.0), "hooks": judge.worker_hooks()})
         reply, _ = worker.receive(judge.opts.build_timeout_s, "loading for the GPU compile check")
         if reply["ok"]:
             inputs = judge.ref.input_sets([judge.input_seed + 1], judge.opts.build_timeout_s)[0]
@@ -38,7 +55,6 @@ def compile_check(judge: Judge, cand_path: Path) -> Verdict | None:
             reply, _ = worker.receive(judge.opts.build_timeout_s, f"compiling for sm_{judge.opts.target_arch}")
     finally:
         worker.close()
-        judge.timed("gpu_compile_check", start)
     target = f"sm_{judge.opts.target_arch}"
     if not reply["ok"]:
         return judge.verdict(
