@@ -31,11 +31,9 @@ copies a verification holds, plus the processes' CUDA contexts.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import secrets
-import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,16 +94,12 @@ def leased_bytes(uuid: str) -> tuple[int, int]:
     total = count = 0
     for entry in _folder(uuid).iterdir():
         try:
-            fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
-            continue  # released meanwhile
-        except OSError as exc:  # a link (not an entry of ours: never followed), or another user's entry
-            if exc.errno != errno.ELOOP:  # one this process may not read: counted live, at the default size
-                total += DEFAULT_NEED
-                count += not entry.name.endswith(".base")
-            continue
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # not an entry of ours: never unlinked
-            os.close(fd)
+            fd = safe_fs.open_regular(entry)
+        except (FileNotFoundError, safe_fs.UnsafePath):
+            continue  # released meanwhile, or a link or non-file: not an entry of ours (never followed, never unlinked)
+        except OSError:  # another user's entry this process may not read: counted live, at the default size
+            total += DEFAULT_NEED
+            count += not entry.name.endswith(".base")
             continue
         try:
             try:

@@ -95,11 +95,11 @@ def replace_file(dir_fd: int, name: str, data: bytes, mode: int = 0o644, owner: 
         raise
 
 
-def open_regular(path: str | os.PathLike, dir_fd: int | None = None) -> int:
-    """A read-only descriptor of `path` when it is a regular file, not through a link in its last component; a
-    FIFO, device or socket raises UnsafePath at once (O_NONBLOCK: opening a FIFO never waits for a writer)."""
+def _open_file(path: str | os.PathLike, flags: int, mode: int = 0o600, dir_fd: int | None = None) -> int:
+    """A descriptor of `path` opened with `flags`, not through a link in its last component, and only when it is a
+    regular file (O_NONBLOCK: opening a FIFO never waits); UnsafePath otherwise."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | OPEN_FLAGS, dir_fd=dir_fd)
+        fd = os.open(path, flags | os.O_NONBLOCK | OPEN_FLAGS, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # the last component is a symbolic link
             raise UnsafePath(f"{path}: a symbolic link") from None
@@ -108,6 +108,12 @@ def open_regular(path: str | os.PathLike, dir_fd: int | None = None) -> int:
         os.close(fd)
         raise UnsafePath(f"{path}: not a regular file")
     return fd
+
+
+def open_regular(path: str | os.PathLike, dir_fd: int | None = None) -> int:
+    """A read-only descriptor of `path` when it is a regular file, not through a link in its last component; a
+    FIFO, device or socket raises UnsafePath at once."""
+    return _open_file(path, os.O_RDONLY, dir_fd=dir_fd)
 
 
 def read_regular(path: str | os.PathLike, limit: int, dir_fd: int | None = None) -> bytes:
@@ -153,13 +159,4 @@ def shared_folder(path: str | os.PathLike, mode: int = 0o1777) -> None:
 def open_lock(path: str | os.PathLike, mode: int) -> int:
     """A read-write descriptor of the lock file `path` (created with `mode` when missing), not through a link in
     its last component, and only when it is a regular file (UnsafePath otherwise)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | OPEN_FLAGS, mode)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePath(f"{path}: a symbolic link") from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UnsafePath(f"{path}: not a regular file")
-    return fd
+    return _open_file(path, os.O_RDWR | os.O_CREAT, mode)
