@@ -4,7 +4,7 @@
 # Run after every verifier change, from the repository root:
 #   bash scripts/gpu_wheels.sh      # here, with network: the wheels of scripts/gpu_wheels.txt into .gpu/wheels
 #   bash scripts/gpu_tests.sh       # on the GPU machine, in a device call that carries `.gpu` (no network there)
-# Results under ${OUT:-bench/out}: gpu_table.md (one row per finished test, written as it goes, then a summary;
+# Results under ${OUT:-bench/out}: gpu_monitor.log (memory and the lease ledger every 20 s), gpu_table.md (one row per finished test, written as it goes, then a summary;
 # a run cut by the wall limit keeps its rows), gpu_tests.log (pytest's output).
 # First seconds: the wheels are installed into KZ_GATE_SITE (default /tmp/kz-gate-site, put first on PYTHONPATH)
 # and every listed package must import at its version, else the script stops naming it (exit 2).
@@ -29,6 +29,23 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .gp
 python3 scripts/gpu_wheels.py check || exit 2
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton",
   triton.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "NO GPU")'
+
+# A monitor, every 20 s until the script ends: GPU memory and use, compute processes, and the memory ledger's entries
+# (verify/judge/memory.py), so a run that jams says where the memory went ($out/gpu_monitor.log).
+monitor() {
+  while sleep 20; do
+    printf '== %s (+%s s)\n' "$(date +%T)" "$SECONDS"
+    nvidia-smi --query-gpu=memory.used,memory.total,utilization.gpu --format=csv,noheader 2>&1
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1 | awk '{n++; s=s" "$0} END {print n" compute processes:"s}'
+    for d in /tmp/kernelzero-gpu-locks/*.mem; do
+      [ -d "$d" ] || continue
+      for f in "$d"/* "$d"/.base*; do [ -f "$f" ] && printf '%s=%s ' "${f##*/}" "$(head -c 20 "$f")"; done; echo
+    done
+    printf 'load %s; pytest/judge processes %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(pgrep -fc 'kernelzero|pytest')"
+  done >> "$out/gpu_monitor.log" 2>&1
+}
+monitor & monitor_pid=$!
+trap 'kill "$monitor_pid" 2>/dev/null' EXIT
 
 # The tests: every file with a `gpu` test (only those tests), and all of the service, Ray and Helion tests.
 mapfile -t paths < <( (grep -rlE "mark\.gpu" tests --include='test_*.py'; ls tests/verify/test_helion_*.py) | sort -u)
