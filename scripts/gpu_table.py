@@ -3,7 +3,7 @@
     python3 -m pytest -p gpu_table --gpu-table OUT/gpu_table.md [--gate-all PATH ...] TESTS   (scripts/ on sys.path)
 
 `--gpu-table PATH` appends one markdown row per finished test (test id, outcome, seconds, the first line of the
-skip or failure reason) and flushes it at once, so a run stopped by a wall-clock limit still leaves every row it
+skip or failure reason) and flushes it at once (each failure's full report goes to `<table>_failures.md`), so a run stopped by a wall-clock limit still leaves every row it
 finished; at the end, a summary (counts, seconds, torch and Triton versions, GPU, commit, date). Under
 pytest-xdist only the controller writes: `pytest_runtest_logreport` there sees every worker's reports.
 
@@ -26,6 +26,7 @@ import time
 import pytest
 
 MISSING = re.compile(r"could not import|No module named|is not installed|ModuleNotFoundError", re.IGNORECASE)
+DETAIL_CHARS = 6000  # of a failure's report kept in the details file (TABLE_failures.md beside the table)
 HEADER = "| test | outcome | seconds | reason |\n|---|---|---|---|\n"
 
 
@@ -104,10 +105,20 @@ class Table:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the whole session)
         self._write(f"\n## GPU gate, started {_now()}\n\n{HEADER}")
+        details = os.path.splitext(path)[0] + "_failures.md"
+        self.details = open(details, "a", encoding="utf-8")  # noqa: SIM115 (open for the whole session)
 
     def _write(self, text: str) -> None:
         self.file.write(text)
         self.file.flush()
+
+    def _detail(self, nodeid: str, report) -> None:
+        """A failure's full report (its last DETAIL_CHARS characters) and captured output, in the details file."""
+        text = str(report.longrepr)[-DETAIL_CHARS:]
+        for name, content in getattr(report, "sections", []):
+            text += f"\n--- {name} ---\n{content[-DETAIL_CHARS // 2 :]}"
+        self.details.write(f"\n## {nodeid} ({report.when})\n\n```\n{text}\n```\n")
+        self.details.flush()
 
     def _row(self, nodeid: str, outcome: str, seconds: float, reason: str) -> None:
         if outcome == "skipped" and MISSING.search(reason):
@@ -130,6 +141,8 @@ class Table:
             if nodeid not in self.outcome or (report.failed and self.outcome[nodeid][0] != "failed"):
                 outcome = "error" if report.failed and report.when != "call" else report.outcome
                 self.outcome[nodeid] = (outcome, reason_of(report))
+            if report.failed:
+                self._detail(nodeid, report)
         if report.when in ("teardown", "???"):  # "???": xdist's report for a worker that died in the test
             outcome, reason = self.outcome.pop(nodeid, ("passed", ""))
             if report.when == "???":
@@ -152,6 +165,7 @@ class Table:
             lines.append(f"The gate fails: {len(self.missing)} tests skipped for a missing package (carry its wheel).")
         self._write("\n".join(lines) + "\n")
         self.file.close()
+        self.details.close()
 
 
 def _now() -> str:

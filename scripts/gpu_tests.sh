@@ -4,13 +4,15 @@
 # Run after every verifier change, from the repository root:
 #   bash scripts/gpu_wheels.sh      # here, with network: the wheels of scripts/gpu_wheels.txt into .gpu/wheels
 #   bash scripts/gpu_tests.sh       # on the GPU machine, in a device call that carries `.gpu` (no network there)
-# Results under ${OUT:-bench/out}: gpu_monitor.log (memory and the lease ledger every 20 s), gpu_table.md (one row per finished test, written as it goes, then a summary;
-# a run cut by the wall limit keeps its rows), gpu_tests.log (pytest's output).
+# Results under ${OUT:-bench/out}: gpu_table.md (one row per finished test, written as it goes, then a summary; a run
+# cut by the wall limit keeps its rows), gpu_table_failures.md (each failure in full), gpu_verdicts.jsonl (every
+# verdict with its stage times), gpu_monitor.log (memory, processes and the lease ledger every 20 s), gpu_tests.log.
 # First seconds: the wheels are installed into KZ_GATE_SITE (default /tmp/kz-gate-site, put first on PYTHONPATH)
 # and every listed package must import at its version, else the script stops naming it (exit 2).
 # Knobs: KZ_TEST_JOBS (xdist workers, default nproc: GPU memory is divided by the verifier's memory lease, which every
 # verification waits for, not by a worker count), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
-# KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
+# KZ_GATE_ARGS (more pytest arguments, split on spaces: `-k cheat_rejected` for a part of the gate; a part is a
+# diagnosis, never the gate), KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
 # Exit: 0 all passed; 1 a test failed or was skipped for a missing package; 2 a wheel missing or wrong; 124 the wall
 # limit stopped the run.
 set -uo pipefail
@@ -20,6 +22,8 @@ table="$out/gpu_table.md"; rm -f "$table"
 site="${KZ_GATE_SITE:-/tmp/kz-gate-site}"
 wall="${KZ_GATE_WALL_S:-470}"
 export PYTHONUNBUFFERED=1 KZ_TIMING_BUDGET_S="${KZ_TIMING_BUDGET_S:-0.05}" PYTHONPATH="$site:src"
+export KZ_VERDICT_LOG="$out/gpu_verdicts.jsonl"  # every verify() verdict, stage times included (verify/api.py)
+rm -f "$KZ_VERDICT_LOG"
 export KZ_GIT_COMMIT="${KZ_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
 echo "GPU gate at commit $KZ_GIT_COMMIT: wheels from .gpu/wheels (scripts/gpu_wheels.txt)"
@@ -36,7 +40,15 @@ monitor() {
   while sleep 20; do
     printf '== %s (+%s s)\n' "$(date +%T)" "$SECONDS"
     nvidia-smi --query-gpu=memory.used,memory.total,utilization.gpu --format=csv,noheader 2>&1
-    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1 | awk '{n++; s=s" "$0} END {print n" compute processes:"s}'
+    # each compute process as pid:MiB:parent:role (judge, ref, cand, pytest or the command's first words)
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>&1 | while IFS=', ' read -r pid mib; do
+      args=$(ps -o args= -p "$pid" 2>/dev/null); parent=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ')
+      case "$args" in
+        *judge.launch*) role=judge ;; *verify.worker*reference*) role=ref ;; *verify.worker*) role=cand ;;
+        *pytest*|*xdist*) role=pytest ;; *) role=$(echo "$args" | cut -c1-40 | tr ' ' '_') ;;
+      esac
+      printf '%s:%s:%s:%s ' "$pid" "$mib" "$parent" "$role"
+    done; echo
     for d in /tmp/kernelzero-gpu-locks/*.mem; do
       [ -d "$d" ] || continue
       for f in "$d"/* "$d"/.base*; do [ -f "$f" ] && printf '%s=%s ' "${f##*/}" "$(head -c 20 "$f")"; done; echo
@@ -60,7 +72,7 @@ excl=$(grep -c "mark.gpu_exclusive" tests/verify/test_memory_lease.py)
 PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$((left - 60 * (excl > 0)))" python3 -m pytest -p gpu_table \
   -p no:cacheprovider -q -rfE -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
   --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" -m "not gpu_exclusive" \
-  --gpu-table "$table" "${gate_all[@]}" "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1
+  --gpu-table "$table" "${gate_all[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1
 rc=$?
 left=$((wall - SECONDS))
 if [ "$excl" -gt 0 ] && [ "$left" -gt 10 ]; then

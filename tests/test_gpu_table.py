@@ -70,6 +70,8 @@ def test_rows_outcomes_and_a_missing_module_fails_the_run_under_xdist(tmp_path: 
     summary = table.read_text()
     assert "3 passed, 1 failed, 0 errors, 1 skipped, 1 skipped for a missing package" in summary
     assert "commit abc1234" in summary and "The gate fails" in summary
+    details = (tmp_path / "out" / "gpu_table_failures.md").read_text()
+    assert "## test_a.py::test_bad (call)" in details and "one is not two" in details and "test_ok" not in details
 
 
 def test_gate_all_keeps_gpu_tests_and_the_named_paths(tmp_path: Path):

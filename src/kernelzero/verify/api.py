@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
 
 from kernelzero.extract import extract_code
-from kernelzero.types import Task, Verdict
+from kernelzero.types import Task, Verdict, to_dict
 from kernelzero.verify.backends import backend_module, get_backend
 from kernelzero.verify.judge.run import run_judge
 from kernelzero.verify.judge.standby import Standby
@@ -61,6 +63,12 @@ def verify(
     `backend`: a name in `BACKENDS`. `standby`: judges started ahead of requests (judge/standby.py); one is used
     when ready.
     """
+    return _logged(_verify(task, candidate, backend, options, standby))
+
+
+def _verify(
+    task: Task, candidate: str, backend: str, options: VerifyOptions | None, standby: Standby | None
+) -> Verdict:
     opts = options or options_for()
     record = get_backend(backend)
     source = extract_code(candidate)
@@ -71,3 +79,19 @@ def verify(
     if not gpu and record.without_gpu == "compile":
         return backend_module(record, "without_gpu").verify_without_gpu(task, source, record, opts)
     return run_judge(task, source, record, opts, standby)
+
+
+def _logged(verdict: Verdict) -> Verdict:
+    """With KZ_VERDICT_LOG set (a file path), append the verdict as one JSON line (its logs cut to 2,000
+    characters): the GPU gate keeps every verification's stage times and memory this way (scripts/gpu_tests.sh).
+    A log that cannot be written never costs the verdict."""
+    path = os.environ.get("KZ_VERDICT_LOG")
+    if path:
+        record = to_dict(verdict)
+        record.update(error_log=record.get("error_log", "")[-2000:], feedback=record.get("feedback", "")[:2000])
+        try:
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(json.dumps(record) + "\n")
+        except OSError:
+            pass
+    return verdict
