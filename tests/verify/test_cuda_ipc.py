@@ -13,11 +13,15 @@ import os
 import subprocess
 import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
 
+from kernelzero.types import Task, to_dict
+from kernelzero.verify.backends import get_backend
+from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox.channel import ChannelError, _write_frame, recv_msg
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -136,3 +140,29 @@ def test_verification_through_ipc_agrees_with_host_memory():
     )
     assert "ipc_check" not in results[False].stage_seconds
     print({ipc: v.stage_seconds for ipc, v in results.items()})
+
+
+def test_a_driver_allocation_without_memory_is_out_of_memory_not_a_broken_channel(monkeypatch):
+    """cuMemAlloc's CUDA_ERROR_OUT_OF_MEMORY (an arena the judge lends, an export) is the machine's state: a worker
+    reports `oom`, the judge answers `retry_alone` (verified again alone), never a judge error (infra_error at once:
+    the H200 gate of 2026-12-02 lost two fixtures that way)."""
+    from kernelzero.verify.judge import judge as judge_module
+    from kernelzero.verify.sandbox.cuda_ipc import IpcError, IpcOutOfMemory, _check
+    from kernelzero.verify.worker.worker import classify
+
+    with pytest.raises(IpcOutOfMemory) as caught:
+        _check(2, "cuMemAlloc(2147483648)")
+    assert isinstance(caught.value, IpcError) and classify(caught.value) == "oom"
+
+    def out_of_memory(*args, **kwargs):
+        raise IpcOutOfMemory("cuMemAlloc(2147483648): CUDA_ERROR_OUT_OF_MEMORY (out of memory)")
+
+    monkeypatch.setattr(judge_module.Judge, "run", out_of_memory)
+    request = {
+        "task": to_dict(Task(name="t", source="x = 1\n")),
+        "source": "y = 2\n",
+        "backend": to_dict(get_backend("triton")),
+        "options": asdict(VerifyOptions()),
+    }
+    answer = judge_module.judge_request(request)
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in answer["retry_alone"] and "error" not in answer

@@ -24,11 +24,12 @@ from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.correctness import correctness
 from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
-from kernelzero.verify.judge.memory import judge_memory_lease
+from kernelzero.verify.judge.memory import GIB, judge_memory_lease
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.judge.timing_stage import take_solo_reference, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
+from kernelzero.verify.sandbox.cuda_ipc import IpcOutOfMemory
 from kernelzero.verify.sandbox.process import scratch_folder
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
 from kernelzero.verify.verdicts import candidate_hash, versions
@@ -166,9 +167,21 @@ class Judge:
                 deferred = None  # this worker lives in this call's folder: closed here
             self.deferred = deferred
             try:
-                return self._run(started)
+                verdict = self._run(started)
+                return replace(verdict, stage_seconds={**verdict.stage_seconds, **self._gpu_peaks(started)})
             finally:
                 self.ref.close()
+
+    def _gpu_peaks(self, started: StartedWorker) -> dict[str, float]:
+        """GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
+        channel._gpu_peak) and the judge's own; what the memory lease's estimate is checked against."""
+        peaks = {}
+        for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
+            for cmd, peak in worker.gpu_peaks.items():
+                peaks[f"gpu_peak_gib_{role}_{cmd}"] = round(peak / GIB, 3)
+        if self.device == "cuda" and torch.cuda.is_initialized():
+            peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
+        return peaks
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
@@ -342,7 +355,8 @@ def judge_request(
         return {"verdict": to_dict(verdict)}
     except RetryAlone as exc:  # judge/faults.py: the caller verifies again, alone on the GPU
         return {"retry_alone": str(exc)}
-    except torch.OutOfMemoryError as exc:  # the judge's own GPU memory: another tenant's doing, or retried alone
+    except (torch.OutOfMemoryError, IpcOutOfMemory) as exc:  # the judge's own GPU memory (its tensors or the arenas
+        # it lends): another tenant's doing, or retried alone
         return {"retry_alone": f"the judge ran out of GPU memory: {str(exc)[:300]}"}
     except ValueError as exc:
         if started is not None:

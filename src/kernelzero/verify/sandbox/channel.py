@@ -224,6 +224,19 @@ def recv_obj(fd: int) -> Any:
     return _walk(torch.load(data, weights_only=False, pickle_module=_PINNED_PICKLE), _from_file)
 
 
+def _gpu_peak() -> dict[str, int]:
+    """This process's GPU memory high-water mark (PyTorch's reserved peak plus the IPC export allocation), as
+    `_gpu_peak` in every reply once CUDA is initialised: the judge records it per command, a diagnosis of the memory
+    lease's estimate only (the candidate's process can write it, so nothing is decided from it)."""
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return {}
+    exporter = _out.get("exporter")
+    alloc = getattr(exporter, "alloc", None)
+    return {"_gpu_peak": int(torch.cuda.max_memory_reserved()) + int(getattr(alloc, "size", 0) or 0)}
+
+
 def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
     """Worker -> judge: a JSON header and tensors as raw bytes (moved to CPU, made contiguous)."""
     import torch
@@ -247,7 +260,7 @@ def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
             t.reshape(-1).view(torch.uint8).numpy().tofile(os.path.join(_out["dir"], name))
             spec.append(name)
         specs.append(spec)
-    header = {**header, "_tensors": specs}
+    header = {**header, "_tensors": specs, **_gpu_peak()}
     _write_frame(fd, json.dumps(header).encode())
     for t, spec in zip(cpu, specs):
         if len(spec) == 2:

@@ -80,7 +80,17 @@ def _driver() -> ctypes.CDLL:
     return lib
 
 
+CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
+class IpcOutOfMemory(IpcError):
+    """A driver allocation found no GPU memory: the machine's state, not a broken channel; the judge treats it as
+    it treats torch's OutOfMemoryError (verified again alone, judge/faults.py), a worker reports `oom`."""
+
+
 def _check(rc: int, what: str) -> None:
+    if rc == CUDA_ERROR_OUT_OF_MEMORY:
+        raise IpcOutOfMemory(f"{what}: CUDA_ERROR_OUT_OF_MEMORY (out of memory)")
     if rc != 0:
         name = ctypes.c_char_p()
         _driver().cuGetErrorName(rc, ctypes.byref(name))

@@ -63,6 +63,8 @@ class WorkerProcess:
         self.mem_limit = mem_limit_bytes
         self.replies: queue.Queue = queue.Queue()
         self.peak_rss = 0
+        self.last_cmd = ""  # the last command sent, and the GPU high-water mark each command's reply reported
+        self.gpu_peaks: dict[str, int] = {}  # (a diagnosis of the memory lease: channel._gpu_peak)
         threading.Thread(target=self._reader, args=(self.rfd,), daemon=True).start()
 
     def _start(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, role: str) -> None:
@@ -115,6 +117,7 @@ class WorkerProcess:
             os.close(fd)
 
     def send(self, obj: dict[str, Any]) -> None:
+        self.last_cmd = str(obj.get("cmd", "?"))
         try:
             send_obj(self.proc.stdin.fileno(), {**obj, "ipc_out": self.ipc}, self.sink)
         except (BrokenPipeError, OSError):
@@ -149,6 +152,9 @@ class WorkerProcess:
                 continue
             if isinstance(item, Exception):
                 raise self._death(f"the candidate's process ended during {what} without a result")
+            peak = item[0].pop("_gpu_peak", None) if isinstance(item[0], dict) else None
+            if isinstance(peak, int) and peak > self.gpu_peaks.get(self.last_cmd, -1):
+                self.gpu_peaks[self.last_cmd] = peak
             return self._fetch_gpu(item, what)
 
     def _fetch_gpu(self, item: tuple[dict[str, Any], list], what: str) -> tuple[dict[str, Any], list]:
