@@ -141,3 +141,28 @@ def test_hostile_tensor_files_are_rejected(tmp_path, name, make):
         _pipe_roundtrip(send, lambda r: recv_msg(r, file_dir=out))
     with pytest.raises(ChannelError):  # no transfer folder: a named file is refused outright
         _pipe_roundtrip(send, recv_msg)
+
+
+def test_packed_tensors_are_freed_when_the_last_reference_goes_without_the_cyclic_collector():
+    """pack_values must not hold what it packs in a reference cycle: on a GPU every input set the reference drew
+    stayed allocated until Python's cyclic collector ran (22-27 GB for a 512 MiB-input task on the H200)."""
+    import gc
+    import weakref
+
+    import torch
+
+    from kernelzero.verify.sandbox.channel import pack_values, unpack_values
+
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        sets = [[torch.ones(4), (torch.zeros(2), 3)], {"x": torch.ones(1)}]
+        watched = [weakref.ref(t) for t in (sets[0][0], sets[0][1][0], sets[1]["x"])]
+        structure, tensors = pack_values(sets)
+        assert unpack_values(structure, tensors)[0][1][1] == 3
+        del sets, structure, tensors
+        assert all(w() is None for w in watched), "a packed tensor outlived its last reference"
+    finally:
+        if enabled:
+            gc.enable()

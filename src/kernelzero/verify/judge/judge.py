@@ -9,6 +9,7 @@ of `verify()`, so a crash of the reference or of torch cannot take the caller do
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from dataclasses import replace
@@ -168,11 +169,14 @@ class Judge:
             self.deferred = deferred
             try:
                 verdict = self._run(started)
-                return replace(verdict, stage_seconds={**verdict.stage_seconds, **self._gpu_peaks(started)})
+                peaks, trace = self._gpu_peaks(started)
+                return replace(
+                    verdict, stage_seconds={**verdict.stage_seconds, **peaks}, notes=(*verdict.notes, *trace)
+                )
             finally:
                 self.ref.close()
 
-    def _gpu_peaks(self, started: StartedWorker) -> dict[str, float]:
+    def _gpu_peaks(self, started: StartedWorker) -> tuple[dict[str, float], list[str]]:
         """GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
         channel._gpu_peak) and the judge's own; what the memory lease's estimate is checked against."""
         peaks = {}
@@ -181,7 +185,12 @@ class Judge:
                 peaks[f"gpu_peak_gib_{role}_{cmd}"] = round(peak / GIB, 3)
         if self.device == "cuda" and torch.cuda.is_initialized():
             peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
-        return peaks
+        trace = []
+        if os.environ.get("KZ_GPU_TRACE"):  # each reply's (command, allocated, reserved, export) in GiB, in order
+            for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
+                steps = " ".join(f"{c}:{a / GIB:.2f}/{r / GIB:.2f}/{e / GIB:.2f}" for c, a, r, e in worker.gpu_trace)
+                trace.append(f"GPU memory trace of the {role} (allocated/reserved/export GiB): {steps}"[:4000])
+        return peaks, trace
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()

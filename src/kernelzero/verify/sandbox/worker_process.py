@@ -65,6 +65,7 @@ class WorkerProcess:
         self.peak_rss = 0
         self.last_cmd = ""  # the last command sent, and the GPU high-water mark each command's reply reported
         self.gpu_peaks: dict[str, int] = {}  # (a diagnosis of the memory lease: channel._gpu_peak)
+        self.gpu_trace: list[tuple] = []  # each reply's GPU memory, for KZ_GPU_TRACE (judge.Judge._gpu_peaks)
         threading.Thread(target=self._reader, args=(self.rfd,), daemon=True).start()
 
     def _start(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, role: str) -> None:
@@ -152,6 +153,9 @@ class WorkerProcess:
                 continue
             if isinstance(item, Exception):
                 raise self._death(f"the candidate's process ended during {what} without a result")
+            now = item[0].pop("_gpu_now", None) if isinstance(item[0], dict) else None
+            if isinstance(now, list) and len(self.gpu_trace) < 200:  # (command, allocated, reserved, export) bytes
+                self.gpu_trace.append((self.last_cmd, *now[:3]))
             peak = item[0].pop("_gpu_peak", None) if isinstance(item[0], dict) else None
             if isinstance(peak, int) and peak > self.gpu_peaks.get(self.last_cmd, -1):
                 self.gpu_peaks[self.last_cmd] = peak
