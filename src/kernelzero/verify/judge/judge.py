@@ -186,6 +186,14 @@ class Judge:
         if self.device == "cuda" and torch.cuda.is_initialized():
             peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
         trace = []
+        roles = {"ref": self.ref.worker.gpu_peaks, "cand": started.worker.gpu_peaks}
+        used = sum(max(p.values(), default=0) for p in roles.values()) / GIB + peaks.get("gpu_peak_gib_judge", 0.0)
+        leased = self.stage_s.get("gpu_mem_gib")
+        if leased is not None and used > leased:  # the lease's estimate (memory.verification_need) fell short
+            trace.append(
+                f"GPU memory: the verification's processes peaked at {used:.1f} GiB (PyTorch's reserved memory and "
+                f"export copies; the judge's lent arenas come on top) over its lease of {leased:.1f} GiB"
+            )
         if os.environ.get("KZ_GPU_TRACE"):  # each reply's (command, allocated, reserved, export) in GiB, in order
             for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
                 steps = " ".join(f"{c}:{a / GIB:.2f}/{r / GIB:.2f}/{e / GIB:.2f}" for c, a, r, e in worker.gpu_trace)

@@ -43,8 +43,14 @@ from kernelzero.verify.sandbox import safe_fs
 
 GIB = 1 << 30
 CONTEXT_BYTES = 640 << 20  # one process's CUDA context and allocator slack (three processes per verification)
-INPUT_COPIES = 12  # of one input set a verification may hold at its peak (judge, reference, candidate, arenas, blocks)
-OUTPUT_COPIES = 8  # of the outputs (expected, the candidate's, the arenas, timing blocks, comparison chunks)
+# Copies of one input set and of the outputs that a verification may hold at its peak, over its processes: the judge
+# (pristine sets, expected and received outputs, the arenas it lends, `cuMemAlloc`ed outside PyTorch), the reference
+# (a block's drawn sets and their export copy, outputs), the candidate (outputs and their export copy). Measured on
+# the H200 on 2026-12-02 (`KZ_GPU_TRACE`, gpu_peak_gib_*), a 512 MiB-input task: judge 9.25 GiB reserved plus two
+# arenas of about 2.5 GiB, candidate 2.5 GiB, reference 6.75 GiB before the pack_values fix (channel.py), so about
+# 43 copies in all; 12 + 8 had let four such verifications overfill the GPU. Not yet measured after the fix.
+INPUT_COPIES = 24
+OUTPUT_COPIES = 16
 DEFAULT_NEED = 16 * GIB  # when the footprint cannot be measured (a task whose forward has no meta kernels)
 BUDGET_SHARE = 0.92  # of the GPU's memory, when the budget is not set
 POLL_S = 0.05
