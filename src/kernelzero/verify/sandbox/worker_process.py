@@ -154,10 +154,16 @@ class WorkerProcess:
             if isinstance(item, Exception):
                 raise self._death(f"the candidate's process ended during {what} without a result")
             now = item[0].pop("_gpu_now", None) if isinstance(item[0], dict) else None
-            if isinstance(now, list) and len(self.gpu_trace) < 200:  # (command, allocated, reserved, export) bytes
-                self.gpu_trace.append((self.last_cmd, *now[:3]))
+            # (command, allocated, reserved, export) bytes; the candidate's process writes these: integers or nothing
+            if (
+                isinstance(now, list)
+                and len(now) == 3
+                and all(type(x) is int for x in now)
+                and len(self.gpu_trace) < 200
+            ):
+                self.gpu_trace.append((self.last_cmd, *now))
             peak = item[0].pop("_gpu_peak", None) if isinstance(item[0], dict) else None
-            if isinstance(peak, int) and peak > self.gpu_peaks.get(self.last_cmd, -1):
+            if type(peak) is int and peak > self.gpu_peaks.get(self.last_cmd, -1):
                 self.gpu_peaks[self.last_cmd] = peak
             return self._fetch_gpu(item, what)
 
