@@ -151,7 +151,7 @@ def test_packed_tensors_are_freed_when_the_last_reference_goes_without_the_cycli
 
     import torch
 
-    from kernelzero.verify.sandbox.channel import pack_values, unpack_values
+    from kernelzero.verify.sandbox.values import pack_values, unpack_values
 
     enabled = gc.isenabled()
     gc.collect()

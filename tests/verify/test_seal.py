@@ -1,5 +1,5 @@
 """The worker's own state is out of the candidate's reach by the plain Python routes (worker/seal.py), and what
-the reference's process sends back is rebuilt from JSON and raw bytes only (channel.pack_values)."""
+the reference's process sends back is rebuilt from JSON and raw bytes only (values.pack_values)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch
 
 from kernelzero.types import Task
 from kernelzero.verify import options_for, verify
-from kernelzero.verify.sandbox.channel import ChannelError, pack_values, unpack_values
+from kernelzero.verify.sandbox.channel import ChannelError
+from kernelzero.verify.sandbox.values import pack_values, unpack_values
 from kernelzero.verify.worker.seal import CleanRunner
 
 SRC = Path(__file__).resolve().parents[2] / "src"

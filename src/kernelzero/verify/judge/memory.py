@@ -47,7 +47,7 @@ CONTEXT_BYTES = 640 << 20  # one process's CUDA context and allocator slack (thr
 # (pristine sets, expected and received outputs, the arenas it lends, `cuMemAlloc`ed outside PyTorch), the reference
 # (a block's drawn sets and their export copy, outputs), the candidate (outputs and their export copy). Measured on
 # the H200 on 2026-12-02 (`KZ_GPU_TRACE`, gpu_peak_gib_*), a 512 MiB-input task: judge 9.25 GiB reserved plus two
-# arenas of about 2.5 GiB, candidate 2.5 GiB, reference 6.75 GiB before the pack_values fix (channel.py), so about
+# arenas of about 2.5 GiB, candidate 2.5 GiB, reference 6.75 GiB before the pack_values fix (sandbox/values.py), so about
 # 43 copies in all; 12 + 8 had let four such verifications overfill the GPU. Not yet measured after the fix.
 INPUT_COPIES = 24
 OUTPUT_COPIES = 16

@@ -20,7 +20,8 @@ import torch
 from kernelzero.types import Task
 from kernelzero.verify.judge.task_source import TaskBroken, start_reference
 from kernelzero.verify.options import VerifyOptions
-from kernelzero.verify.sandbox.channel import ChannelError, unpack_values
+from kernelzero.verify.sandbox.channel import ChannelError
+from kernelzero.verify.sandbox.values import unpack_values
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess
 
 FOOTPRINT = ("params", "inputs", "outputs")

@@ -5,7 +5,7 @@ import, `get_init_inputs()`, `get_inputs()` and the reference forward run here, 
 network, an unprivileged user, its own folder), and the judge keeps the comparison, the secret and the clock.
 The judge sends the seeds: `init_seed` for the parameters (the candidate is constructed under the same seed, so
 parameters match through seeded initialisation even when their names differ) and one secret seed per input draw.
-Everything this process sends back is JSON plus raw tensor bytes (`channel.pack_values`); the judge never
+Everything this process sends back is JSON plus raw tensor bytes (`values.pack_values`); the judge never
 unpickles it.
 
 Commands beyond the candidate worker's: `measure` (the task's footprint on the meta device: bytes of parameters, one
@@ -23,7 +23,8 @@ from typing import Any
 
 import torch
 
-from kernelzero.verify.sandbox.channel import pack_values, send_msg
+from kernelzero.verify.sandbox.channel import send_msg
+from kernelzero.verify.sandbox.values import pack_values
 from kernelzero.verify.worker.worker import DTYPES, Worker
 
 
