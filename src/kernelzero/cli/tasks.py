@@ -59,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p_check.add_argument("--jobs", type=int, default=1, help="tasks checked side by side")
     p_check.add_argument("--timeout", type=float, default=120.0, help="seconds per task")
     p_check.add_argument("--strict", action="store_true", help="fail tasks on which a trivial answer passes")
+    p_check.add_argument("--unsafe-no-sandbox", action="store_true", help="UNSAFE: run task code without the sandbox")
     p_check.add_argument("--json", action="store_true", help="print one JSON record per task")
     parser.set_defaults(run=run)
 
@@ -136,7 +137,13 @@ def checks_with_fallback(tasks: list[Task], args: argparse.Namespace, options: C
 
 
 def _check(tasks: list[Task], args: argparse.Namespace, console: Console) -> int:
-    options = CheckOptions(device=args.device, timeout_s=args.timeout, jobs=args.jobs, strict=args.strict)
+    options = CheckOptions(
+        device=args.device,
+        timeout_s=args.timeout,
+        jobs=args.jobs,
+        strict=args.strict,
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
+    )
     start = time.monotonic()
     failed = flagged = 0
     for i, result in enumerate(checks_with_fallback(tasks, args, options), 1):

@@ -51,15 +51,16 @@ from kernelzero.types import Task
 from kernelzero.verify import options_for
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.task_source import TaskBroken
-from kernelzero.verify.sandbox import SandboxPlan, plan_sandbox
+from kernelzero.verify.sandbox.process import SandboxPlan, plan_for
 
 TIMED_CALLS = 5
 WARMUP_CALLS = 2
 
 
-def sandbox_plan(user: str = "nobody", isolate_network: bool = True) -> SandboxPlan:
-    """The sandbox plan the reference processes use (decided once per process; call before starting threads)."""
-    return plan_sandbox(user, isolate_network)
+def sandbox_plan() -> SandboxPlan:
+    """The sandbox plan the reference processes use (checked once per process; call before starting threads):
+    `SandboxUnavailable` where it cannot be set up, before any proposal runs."""
+    return plan_for(options_for())
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The contract check: does a task module satisfy the KernelBench contract, and is it informative?
 
 `check_tasks(tasks)` runs every task in a child process (`tasks/_child.py`: one interpreter per
-worker, one fork per task) and yields a `TaskCheck` per task as soon as it is known. A task that
+worker, one fork per task) in the verifier's sandbox (sandbox/box.py: a uid of its own, PID, mount and network
+namespaces; every fork dies with the child; `SandboxUnavailable` before anything runs where it cannot be set
+up, unless `unsafe_no_sandbox`) and yields a `TaskCheck` per task as soon as it is known. A task that
 hangs, crashes its process or exhausts memory is reported as such; the caller is never affected.
 
 Error kinds (`TaskCheck.error`), in the order the check meets them:
@@ -41,6 +43,16 @@ from queue import Queue
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.tasks.sizes import SizeError, check_overrides
 from kernelzero.types import Task, TaskCheck
+from kernelzero.verify.sandbox import safe_fs
+from kernelzero.verify.sandbox.box import DEFAULT_UIDS
+from kernelzero.verify.sandbox.process import (
+    SandboxPlan,
+    lay_out_workdir,
+    plan_sandbox,
+    released,
+    role_plan,
+    sandbox_argv,
+)
 
 ERROR_KINDS = (
     "needs_download",
@@ -73,6 +85,7 @@ class CheckOptions:
     strict: bool = False  # a degenerate task fails instead of only being flagged
     seed: int = 42  # seeds init (seed), and the two input draws (seed + 1, seed + 2)
     time_forward: bool = True  # time one eager forward after the check
+    unsafe_no_sandbox: bool = False  # run task code without the verifier's sandbox (trusted local use only)
 
 
 def _finish(task: Task, raw: dict, strict: bool) -> TaskCheck:
@@ -97,36 +110,53 @@ def _finish(task: Task, raw: dict, strict: bool) -> TaskCheck:
     )
 
 
-def _worker(tasks: list[Task], options: CheckOptions, out: Queue) -> None:
-    """Run one child over `tasks`, restarting it past a task that killed it; put raw results on `out`."""
+def _worker(tasks: list[Task], options: CheckOptions, plan: SandboxPlan, out: Queue) -> None:
+    """Run one child over `tasks`, restarting it past a task that killed it; put raw results on `out`.
+
+    The child runs in the verifier's sandbox (`plan`: a uid of its own per start, PID, mount and network
+    namespaces, sandbox/box.py), in a folder laid out for it; its results file is opened here before it starts, so
+    nothing it plants in its folder is read."""
     pending = list(tasks)
     while pending:
-        with tempfile.TemporaryDirectory(prefix="kz-check-") as tmp:
-            request = Path(tmp, "request.json")
-            results = Path(tmp, "results.jsonl")
-            request.write_text(
-                json.dumps(
-                    {
-                        "options": {
-                            "device": options.device,
-                            "timeout_s": options.timeout_s,
-                            "seed": options.seed,
-                            "time_forward": options.time_forward,
-                        },
-                        "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
-                    }
+        with tempfile.TemporaryDirectory(prefix="kz-check-") as tmp, released(role_plan(plan)) as role:
+            tmp_fd = safe_fs.open_folder(tmp)
+            os.fchmod(tmp_fd, 0o711)  # the sandbox's uid passes through to its folder
+            os.close(tmp_fd)
+            folder = Path(tmp, "box")
+            request = json.dumps(
+                {
+                    "options": {
+                        "device": options.device,
+                        "timeout_s": options.timeout_s,
+                        "seed": options.seed,
+                        "time_forward": options.time_forward,
+                    },
+                    "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
+                }
+            )
+            env, fd = lay_out_workdir(folder, role, {"request.json": request, "results.jsonl": ""})
+            try:
+                results = os.fdopen(safe_fs.open_regular("results.jsonl", dir_fd=fd))
+            finally:
+                os.close(fd)
+            argv = [
+                sys.executable,
+                "-m",
+                "kernelzero.tasks._child",
+                str(folder / "request.json"),
+                str(folder / "results.jsonl"),
+            ]
+            with results:
+                proc = subprocess.Popen(
+                    sandbox_argv(argv, role, folder),
+                    cwd=folder,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    env=env,
                 )
-            )
-            results.touch()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelzero.tasks._child", str(request), str(results)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env={**os.environ, "PYTHONPATH": _pythonpath()},
-            )
-            done = _follow(proc, results, pending, out)
+                done = _follow(proc, results, pending, out)
             stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             pending = pending[done:]
             if pending and proc.returncode != 0:
@@ -136,29 +166,22 @@ def _worker(tasks: list[Task], options: CheckOptions, out: Queue) -> None:
     out.put(None)
 
 
-def _follow(proc: subprocess.Popen, results: Path, pending: list[Task], out: Queue) -> int:
-    """Stream result lines to `out` while the child runs; return how many tasks finished."""
+def _follow(proc: subprocess.Popen, fh, pending: list[Task], out: Queue) -> int:
+    """Stream result lines of `fh` (the child's results file) to `out` while it runs; return how many finished."""
     done = 0
-    with open(results) as fh:
-        while True:
-            line = fh.readline()
-            if line.endswith("\n"):
-                out.put((pending[done], json.loads(line)))
+    while True:
+        line = fh.readline()
+        if line.endswith("\n"):
+            out.put((pending[done], json.loads(line)))
+            done += 1
+            continue
+        if proc.poll() is not None and not line:
+            # Drain anything written between the last read and the exit.
+            for rest in fh:
+                out.put((pending[done], json.loads(rest)))
                 done += 1
-                continue
-            if proc.poll() is not None and not line:
-                # Drain anything written between the last read and the exit.
-                for rest in fh:
-                    out.put((pending[done], json.loads(rest)))
-                    done += 1
-                return done
-            time.sleep(0.05)
-
-
-def _pythonpath() -> str:
-    here = str(Path(__file__).resolve().parents[2])
-    extra = os.environ.get("PYTHONPATH", "")
-    return here + (os.pathsep + extra if extra else "")
+            return done
+        time.sleep(0.05)
 
 
 def check_tasks(tasks: list[Task], options: CheckOptions = CheckOptions()) -> Iterator[TaskCheck]:
@@ -179,10 +202,11 @@ def check_tasks(tasks: list[Task], options: CheckOptions = CheckOptions()) -> It
             )
         else:
             runnable.append(task)
+    plan = plan_sandbox(DEFAULT_UIDS, True, options.unsafe_no_sandbox)  # SandboxUnavailable: nothing runs
     jobs = max(1, min(options.jobs, len(runnable)))
     out: Queue = Queue()
     shards = [runnable[i::jobs] for i in range(jobs)]
-    threads = [threading.Thread(target=_worker, args=(s, options, out), daemon=True) for s in shards if s]
+    threads = [threading.Thread(target=_worker, args=(s, options, plan, out), daemon=True) for s in shards if s]
     for thread in threads:
         thread.start()
     finished = 0

@@ -30,6 +30,8 @@ from kernelzero.verify.sandbox.process import (
     gpu_visible,
     make_non_dumpable,
     outlive_parent,
+    plan_for,
+    plan_sandbox,
     scratch_folder,
 )
 from kernelzero.verify.sandbox.worker_process import (
@@ -44,8 +46,9 @@ from kernelzero.verify.sandbox.worker_process import (
 def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
     """What a started worker's sandbox depends on (a standby's SPEC)."""
     return {
-        "user": opts.sandbox_user,
+        "uids": opts.sandbox_uids,
         "isolate_network": opts.isolate_network,
+        "unsafe": opts.unsafe_no_sandbox,
         "host_mem_gb": opts.host_mem_gb,
         "on_gpu": on_gpu,
     }
@@ -100,8 +103,7 @@ def main(argv: list[str]) -> int:
                 request["source"],
                 shared,
                 interpret=not gpu and request["backend"]["without_gpu"] == "interpret",
-                user=opts.sandbox_user,
-                isolate_network=opts.isolate_network,
+                sandbox=plan_for(opts),
                 host_mem_gb=opts.host_mem_gb,
             )
             deferred: list = [started.worker]  # closed after the answer (the caller does not wait for that)
@@ -125,8 +127,7 @@ def standby(spec: dict) -> int:
                 "",
                 shared,
                 interpret=not spec["on_gpu"],
-                user=spec["user"],
-                isolate_network=spec["isolate_network"],
+                sandbox=plan_sandbox(spec["uids"], spec["isolate_network"], spec["unsafe"]),
                 host_mem_gb=spec["host_mem_gb"],
             )
             served = _serve_standby(spec, started)
