@@ -5,8 +5,8 @@
         ...   # result: {"ok", "reason", "stage", "message", "forward_ms", "seconds", ...}
 
 A proposal's code runs only in `kernelzero.verify.judge.reference.Reference`'s process: the verifier's sandbox (a
-new session, no core dumps, killed with its parent, where allowed its own empty network namespace and the user
-`nobody`), which imports the module, constructs `Model` under the seed, draws inputs and runs the forward, and
+uid of its own, its own PID, mount and empty network namespaces, no core dumps, killed with its parent:
+verify/sandbox/box.py), which imports the module, constructs `Model` under the seed, draws inputs and runs the forward, and
 sends back JSON and raw tensor bytes that are never unpickled. The checks themselves (checks.py) run here, in
 the trusted parent, on those values: nothing the module writes or patches in its own process (a forged result
 file, replaced functions) reaches a decision.

@@ -77,6 +77,7 @@ class WorkerProcess:
         env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
         self.sink = FileSink(self.xfer / "in")
         self.ipc = False  # GPU tensors both ways through CUDA IPC (after `check_ipc`)
+        self.probing = False  # inside `check_ipc`: a handle the judge cannot open is no fault of the worker
         self.spent_arena = None  # an arena from a failed IPC check, freed with the worker
         self.rfd, wfd = os.pipe()
         self.log = bytearray()
@@ -175,6 +176,8 @@ class WorkerProcess:
         try:
             own = fetch([tensors[i] for i in refs])
         except IpcError as exc:
+            if self.probing:  # the IPC check's own probe: IPC goes off, the worker (no candidate code yet) stays
+                raise
             self.kill()
             raise WorkerDied(
                 "crash", f"unusable GPU memory handle from the candidate's process during {what}: {exc}"
@@ -187,7 +190,8 @@ class WorkerProcess:
     def check_ipc(self, timeout_s: float = 60.0) -> str:
         """Turn CUDA IPC on when a probe goes both ways intact; "" when on, else why it stays off.
 
-        Runs before the candidate is imported, so a failure here is the machine's, never the candidate's.
+        Runs before the candidate is imported, so a failure here is the machine's, never the candidate's: a probe the
+        judge cannot open (a driver that refuses IPC across PID namespaces, say) turns IPC off and keeps the worker.
         """
         import torch
 
@@ -196,9 +200,12 @@ class WorkerProcess:
         try:
             self.sink.arena = Arena()
             probe = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8, device="cuda")
-            self.ipc = True  # the worker answers through IPC, and the reply is fetched that way
+            self.ipc = self.probing = True  # the worker answers through IPC, and the reply is fetched that way
             self.send({"cmd": "ipc_check", "probe": probe})
-            reply, tensors = self.receive(timeout_s, "the CUDA IPC check")
+            try:
+                reply, tensors = self.receive(timeout_s, "the CUDA IPC check")
+            finally:
+                self.probing = False
             if not reply.get("ok"):
                 raise IpcError(reply.get("message", "the worker could not open the judge's memory"))
             if len(tensors) != 1 or not torch.equal(tensors[0], probe):
