@@ -175,9 +175,8 @@ class LocalPool:
         self.names: dict[VerifyOptions, str] = {}
         # judges started ahead of requests, per lane (verify/judge/standby.py); default: one per GPU slot
         self.standby = Standby(self.per_gpu if standby is None and self.gpus else standby or 0)
-        if self.gpus:  # decide the sandbox and make the build cache now, before threads start
+        if self.gpus:  # make the build cache now, before threads start
             self.cache = BuildCache(ensure_readable(Path(build_cache) if build_cache else default_cache_dir()))
-            plan_for(VerifyOptions())
 
     # -- stages ----------------------------------------------------------------------------------
     def _build(self, req: VerifyRequest) -> None:

@@ -128,6 +128,7 @@ def _runtime_paths() -> list[str]:
         str(Path(exe).parent.parent),
         *import_path().split(os.pathsep),
         os.environ.get("KZ_BUILD_CACHE", ""),
+        os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"),  # a GPU shared through MPS: its pipes stay
     ]
 
 
