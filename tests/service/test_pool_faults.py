@@ -106,7 +106,7 @@ def test_thread_safe_sandbox_argv_enters_every_namespace_and_refuses_without_uti
     # setpriv kills unshare with its starter; unshare makes the namespaces as root; enter.py drops to the uid
     assert argv[1:4] == ["--pdeathsig", "KILL", "--"] and argv[4].endswith("unshare")
     ns = argv[5 : argv.index("--", 5)]
-    assert {"--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--net"} <= set(ns)
+    assert {"--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc", "--net"} <= set(ns)
     assert argv[argv.index(box.ENTER) + 1].count('"uid": 1900000007') == 1 and argv[-3:] == ["python3", "-c", "pass"]
     unsafe = SandboxPlan(None, None, False, [], boxed=False)
     assert sandbox_argv(["python3"], unsafe, "/") == ["python3"]  # only --unsafe-no-sandbox runs it as it is

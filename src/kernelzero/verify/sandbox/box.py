@@ -3,7 +3,7 @@
 Every process that runs code the verifier does not trust (the candidate's worker, the task's reference process,
 compile checks, the CUDA capture, the profiler, `kernelzero tasks check`) starts through `command()`:
 
-    setpriv --pdeathsig KILL -- unshare --pid --fork --kill-child --mount --propagation private --mount-proc [--net]
+    setpriv --pdeathsig KILL -- unshare --pid --fork --kill-child --mount --propagation private --mount-proc --ipc [--net]
         -- PYTHON -I -S sandbox/enter.py SPEC -- ARGV...
 
 util-linux's `setpriv` and `unshare` only (present on nearly every Linux image; bubblewrap is not needed). What
@@ -21,6 +21,8 @@ each role gets, and why:
   interpreter and kernelzero, when they live there) bound back: no other sample's or role's files are visible,
   so no link, rewrite or hard link can reach them;
 - **no network**: an empty network namespace (`--net`);
+- **its own IPC namespace** (`--ipc`): System V shared memory, semaphores and message queues it creates are
+  neither seen by another sample nor left behind (they would outlive every process otherwise);
 - **memory**: every process of the namespace counts against the role's limit (`namespace_rss`, read by the
   worker's watchdog); no cgroup is used (many containers give none): the limit is sampled, not enforced by the
   kernel.
@@ -158,7 +160,7 @@ def command(argv: list[str], role: Role, cwd: str | os.PathLike, keep: list[str]
         "uid": role.uid,
         "gid": role.uid,
     }
-    ns = ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc"]
+    ns = ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc", "--ipc"]
     if not role.network:
         ns.append("--net")
     return [

@@ -1,7 +1,7 @@
 """The last step into a sandbox, run as root inside fresh namespaces: `python -I -S enter.py SPEC_JSON ARGV...`.
 
 `box.py` starts it through util-linux (`unshare --pid --fork --kill-child --mount --propagation private
---mount-proc [--net]`), so it already is process 1 of a PID namespace of its own, in a mount namespace of its own
+--mount-proc --ipc [--net]`), so it already is process 1 of a PID namespace of its own, in a mount namespace of its own
 with a /proc that shows only that namespace. Here, still root, it:
 
 1. opens (O_PATH, no link followed) each folder of SPEC's `keep` (the role's own folder, its transfer folder, the
