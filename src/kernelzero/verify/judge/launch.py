@@ -24,7 +24,7 @@ from pathlib import Path
 from kernelzero.types import Task, from_dict
 from kernelzero.verify.judge.task_source import TaskBroken, start_reference
 from kernelzero.verify.options import VerifyOptions
-from kernelzero.verify.sandbox import safe_fs
+from kernelzero.verify.sandbox import box, safe_fs
 from kernelzero.verify.sandbox.process import (
     die_with_parent,
     gpu_visible,
@@ -96,6 +96,7 @@ def main(argv: list[str]) -> int:
         return standby(json.loads(argv[1]))
     request = json.loads(Path(argv[0]).read_text())
     opts = from_dict(VerifyOptions, request["options"])
+    box.assume_checked(opts.sandbox_uids, opts.isolate_network)  # verify() checked it before starting this judge
     gpu = on_gpu(opts)
     with scratch_folder("kz-cand-") as shared, scratch_folder("kz-ref-") as ref_folder:
         try:
@@ -121,6 +122,7 @@ def main(argv: list[str]) -> int:
 
 
 def standby(spec: dict) -> int:
+    box.assume_checked(spec["uids"], spec["isolate_network"])  # the pool checked it before starting standbys
     with scratch_folder("kz-cand-") as shared:
         try:
             started = start_worker(

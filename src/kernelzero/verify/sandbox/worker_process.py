@@ -34,6 +34,7 @@ from kernelzero.verify.sandbox.process import (
     unsafe_limits,
 )
 
+NS_SCAN_S = 0.5  # the watchdog finds the sample's processes anew this often (their memory is read every poll)
 LOG_KEEP = 64 * 1024  # bytes of the worker's output kept (its end), for the verdict's error_log
 _LIVE: set[WorkerProcess] = set()  # the workers this process started and has not closed (kill_all)
 
@@ -82,6 +83,8 @@ class WorkerProcess:
         self.rfd, wfd = os.pipe()
         self.log = bytearray()
         self.plan, self.ns = plan, None  # the role's plan (its uid is released on close); its PID namespace
+        self.ns_pids: list[int] = []  # the namespace's processes at the last scan (`_rss`)
+        self.ns_scan_at = 0.0
         argv = [
             sys.executable,
             "-m",
@@ -136,9 +139,13 @@ class WorkerProcess:
         or in the unsafe mode the worker's own."""
         if not self.plan.boxed:
             return box.rss_of([self.proc.pid])
-        if self.ns is None:
-            self.ns = box.namespace_of(self.proc.pid)
-        return box.rss_of(box.pids_in(self.ns)) if self.ns else 0
+        now = time.monotonic()
+        if now >= self.ns_scan_at:  # finding the namespace's processes walks /proc: twice a second is enough
+            self.ns_scan_at = now + NS_SCAN_S
+            if self.ns is None:
+                self.ns = box.namespace_of(self.proc.pid)
+            self.ns_pids = box.pids_in(self.ns) if self.ns else []
+        return box.rss_of(self.ns_pids)
 
     def receive(self, timeout_s: float, what: str) -> tuple[dict[str, Any], list]:
         """The next reply; raise WorkerDied on timeout, memory limit, exit or a broken channel."""
