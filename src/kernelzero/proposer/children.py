@@ -191,7 +191,7 @@ def run_proposals(
     Each result gets "seconds" (the proposal's wall time). Processes still running when the caller stops
     iterating are killed.
     """
-    sandbox_plan()  # decided before any thread starts: it forks probe children
+    sandbox_plan()  # SandboxUnavailable before any proposal runs, where the sandbox cannot be set up
     pending = iter(jobs)
     running: dict[Future, _Proposal] = {}
     root = Path(tempfile.mkdtemp(prefix="kz-admit-"))
