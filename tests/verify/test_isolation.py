@@ -198,3 +198,15 @@ def test_two_roles_never_share_a_uid():
     finally:
         for role in roles:
             process.release_role(role)
+
+
+def test_tasks_check_runs_task_code_in_the_sandbox():
+    from kernelzero.tasks.check import CheckOptions, check_tasks
+
+    prelude = (
+        "import os as _os\n"
+        "if _os.getuid() < 1900000000 or len([p for p in _os.listdir('/proc') if p.isdigit()]) > 8:\n"
+        "    raise RuntimeError('task code ran outside the sandbox')\n"
+    )
+    (check,) = list(check_tasks([Task(name="sandboxed", source=TASK.format(prelude=prelude))], CheckOptions()))
+    assert check.ok, (check.error, check.message)
