@@ -279,6 +279,8 @@ def lay_out_workdir(
             "MAX_JOBS": str(max(1, min(8, os.cpu_count() or 1))),
         }
     )
+    if plan.uid is not None:  # a sandbox uid has no passwd entry: getpass and the like read these first
+        env.update({"USER": f"kz{plan.uid}", "LOGNAME": f"kz{plan.uid}"})
     return env, fd
 
 
