@@ -24,6 +24,9 @@ from kernelzero.types import Task
 from kernelzero.verify import options_for, verify
 from kernelzero.verify.sandbox import box, process
 from kernelzero.verify.sandbox.box import SandboxUnavailable
+from kernelzero.verify.sandbox.process import task_launcher
+
+LAUNCH = task_launcher()  # task code runs only in the verifier's sandbox
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 CANDIDATE = (KERNELS / "correct" / "triton_leaky_relu.py").read_text()
@@ -208,5 +211,7 @@ def test_tasks_check_runs_task_code_in_the_sandbox():
         "if _os.getuid() < 1900000000 or len([p for p in _os.listdir('/proc') if p.isdigit()]) > 8:\n"
         "    raise RuntimeError('task code ran outside the sandbox')\n"
     )
-    (check,) = list(check_tasks([Task(name="sandboxed", source=TASK.format(prelude=prelude))], CheckOptions()))
+    (check,) = list(
+        check_tasks([Task(name="sandboxed", source=TASK.format(prelude=prelude))], CheckOptions(launcher=LAUNCH))
+    )
     assert check.ok, (check.error, check.message)

@@ -21,6 +21,7 @@ from rich.table import Table
 from kernelzero.tasks import CheckOptions, check_tasks, load_suite, resize, select, size_globals, task_hash
 from kernelzero.tasks.sizes import parse_sizes
 from kernelzero.types import Task, to_dict
+from kernelzero.verify.sandbox.process import task_launcher
 
 
 def add_selection_args(parser: argparse.ArgumentParser) -> None:
@@ -142,7 +143,7 @@ def _check(tasks: list[Task], args: argparse.Namespace, console: Console) -> int
         timeout_s=args.timeout,
         jobs=args.jobs,
         strict=args.strict,
-        unsafe_no_sandbox=args.unsafe_no_sandbox,
+        launcher=task_launcher(args.unsafe_no_sandbox),  # SandboxUnavailable here: no task runs
     )
     start = time.monotonic()
     failed = flagged = 0

@@ -1,9 +1,9 @@
 """The contract check: does a task module satisfy the KernelBench contract, and is it informative?
 
 `check_tasks(tasks)` runs every task in a child process (`tasks/_child.py`: one interpreter per
-worker, one fork per task) in the verifier's sandbox (sandbox/box.py: a uid of its own, PID, mount and network
-namespaces; every fork dies with the child; `SandboxUnavailable` before anything runs where it cannot be set
-up, unless `unsafe_no_sandbox`) and yields a `TaskCheck` per task as soon as it is known. A task that
+worker, one fork per task) started by `CheckOptions.launcher`, the verifier's sandbox
+(`kernelzero.verify.sandbox.process.task_launcher`: a uid of its own, PID, mount and network namespaces; every
+fork dies with the child; `SandboxUnavailable` before anything runs where it cannot be set up), and yields a `TaskCheck` per task as soon as it is known. A task that
 hangs, crashes its process or exhausts memory is reported as such; the caller is never affected.
 
 Error kinds (`TaskCheck.error`), in the order the check meets them:
@@ -29,30 +29,18 @@ Error kinds (`TaskCheck.error`), in the order the check meets them:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from queue import Queue
+from typing import IO
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.tasks.sizes import SizeError, check_overrides
 from kernelzero.types import Task, TaskCheck
-from kernelzero.verify.sandbox import safe_fs
-from kernelzero.verify.sandbox.box import DEFAULT_UIDS
-from kernelzero.verify.sandbox.process import (
-    SandboxPlan,
-    lay_out_workdir,
-    plan_sandbox,
-    released,
-    role_plan,
-    sandbox_argv,
-)
 
 ERROR_KINDS = (
     "needs_download",
@@ -85,7 +73,9 @@ class CheckOptions:
     strict: bool = False  # a degenerate task fails instead of only being flagged
     seed: int = 42  # seeds init (seed), and the two input draws (seed + 1, seed + 2)
     time_forward: bool = True  # time one eager forward after the check
-    unsafe_no_sandbox: bool = False  # run task code without the verifier's sandbox (trusted local use only)
+    # Starts the child: (request JSON) -> a context of (process, its results file); the verifier's sandbox,
+    # `kernelzero.verify.sandbox.process.task_launcher()` (this layer cannot import it). None: check_tasks refuses.
+    launcher: Callable[[str], AbstractContextManager[tuple[subprocess.Popen, IO[str]]]] | None = None
 
 
 def _finish(task: Task, raw: dict, strict: bool) -> TaskCheck:
@@ -110,59 +100,31 @@ def _finish(task: Task, raw: dict, strict: bool) -> TaskCheck:
     )
 
 
-def _worker(tasks: list[Task], options: CheckOptions, plan: SandboxPlan, out: Queue) -> None:
+def _worker(tasks: list[Task], options: CheckOptions, out: Queue) -> None:
     """Run one child over `tasks`, restarting it past a task that killed it; put raw results on `out`.
 
-    The child runs in the verifier's sandbox (`plan`: a uid of its own per start, PID, mount and network
-    namespaces, sandbox/box.py), in a folder laid out for it; its results file is opened here before it starts, so
-    nothing it plants in its folder is read."""
+    The child is started by `options.launcher` (the verifier's sandbox, `verify.sandbox.process.task_launcher`: a
+    uid of its own per start, PID, mount and network namespaces), which lays out its folder with the request and
+    opens its results file before it starts."""
     pending = list(tasks)
     while pending:
-        with tempfile.TemporaryDirectory(prefix="kz-check-") as tmp, released(role_plan(plan)) as role:
-            tmp_fd = safe_fs.open_folder(tmp)
-            os.fchmod(tmp_fd, 0o711)  # the sandbox's uid passes through to its folder
-            os.close(tmp_fd)
-            folder = Path(tmp, "box")
-            request = json.dumps(
-                {
-                    "options": {
-                        "device": options.device,
-                        "timeout_s": options.timeout_s,
-                        "seed": options.seed,
-                        "time_forward": options.time_forward,
-                    },
-                    "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
-                }
-            )
-            env, fd = lay_out_workdir(folder, role, {"request.json": request, "results.jsonl": ""})
-            try:
-                results = os.fdopen(safe_fs.open_regular("results.jsonl", dir_fd=fd))
-            finally:
-                os.close(fd)
-            argv = [
-                sys.executable,
-                "-m",
-                "kernelzero.tasks._child",
-                str(folder / "request.json"),
-                str(folder / "results.jsonl"),
-            ]
-            with results:
-                proc = subprocess.Popen(
-                    sandbox_argv(argv, role, folder),
-                    cwd=folder,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                    env=env,
-                )
-                done = _follow(proc, results, pending, out)
+        request = {
+            "options": {
+                "device": options.device,
+                "timeout_s": options.timeout_s,
+                "seed": options.seed,
+                "time_forward": options.time_forward,
+            },
+            "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
+        }
+        with options.launcher(json.dumps(request)) as (proc, results):
+            done = _follow(proc, results, pending, out)
             stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-            pending = pending[done:]
-            if pending and proc.returncode != 0:
-                # The child itself died (not a task's grandchild): blame the task in flight.
-                out.put((pending[0], {"ok": False, "error": "crash", "message": stderr[-400:] or "worker died"}))
-                pending = pending[1:]
+        pending = pending[done:]
+        if pending and proc.returncode != 0:
+            # The child itself died (not a task's grandchild): blame the task in flight.
+            out.put((pending[0], {"ok": False, "error": "crash", "message": stderr[-400:] or "worker died"}))
+            pending = pending[1:]
     out.put(None)
 
 
@@ -202,11 +164,12 @@ def check_tasks(tasks: list[Task], options: CheckOptions = CheckOptions()) -> It
             )
         else:
             runnable.append(task)
-    plan = plan_sandbox(DEFAULT_UIDS, True, options.unsafe_no_sandbox)  # SandboxUnavailable: nothing runs
+    if options.launcher is None:
+        raise ValueError("check_tasks runs task code only in a sandbox: CheckOptions(launcher=task_launcher())")
     jobs = max(1, min(options.jobs, len(runnable)))
     out: Queue = Queue()
     shards = [runnable[i::jobs] for i in range(jobs)]
-    threads = [threading.Thread(target=_worker, args=(s, options, plan, out), daemon=True) for s in shards if s]
+    threads = [threading.Thread(target=_worker, args=(s, options, out), daemon=True) for s in shards if s]
     for thread in threads:
         thread.start()
     finished = 0

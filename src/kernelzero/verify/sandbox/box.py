@@ -54,6 +54,18 @@ DEFAULT_UIDS = "1900000000:8192"  # first uid : how many (VerifyOptions.sandbox_
 SETUP_FAILED = 125  # enter.py's exit status when it could not set the sandbox up
 
 
+def source_root() -> Path:
+    """The folder that holds the `kernelzero` package: children put it on PYTHONPATH to import it."""
+    return Path(__file__).resolve().parents[3]
+
+
+def import_path() -> str:
+    """PYTHONPATH for a sandboxed child: kernelzero's folder, then this process's own entries (a judge started for
+    a backend that lives outside kernelzero has that backend's folder there, see judge/run.py)."""
+    entries = [str(source_root()), *(e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e)]
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
 class SandboxUnavailable(RuntimeError):
     """The sandbox cannot be set up on this machine as configured: nothing may run (the message says how to fix it,
     or to pass --unsafe-no-sandbox for trusted local use)."""
@@ -121,8 +133,6 @@ def _needed(paths: list[str]) -> list[str]:
 
 def _runtime_paths() -> list[str]:
     """Folders every sandboxed Python needs: the interpreter's installation and kernelzero's import path."""
-    from kernelzero.verify.sandbox.process import import_path
-
     exe = os.path.realpath(sys.executable)
     return [
         sys.prefix,
@@ -238,8 +248,6 @@ def _why_not(uids: str, network: bool) -> str:
 
 
 def _probe_code(body: str) -> str:
-    from kernelzero.verify.sandbox.process import import_path
-
     return f"import sys; sys.path[:0] = {import_path().split(os.pathsep)!r}; {body}"
 
 

@@ -21,12 +21,14 @@ What the sandbox gives each candidate:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelzero.verify.sandbox import box, safe_fs
+from kernelzero.verify.sandbox.box import import_path, source_root  # noqa: F401 - kept importable from here
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -74,18 +77,6 @@ class SandboxPlan:
     boxed: bool = False  # started through box.command (uid, PID, mount and network namespaces); False: unsafe mode
     uids: str = box.DEFAULT_UIDS  # the uid range roles are drawn from
     lease: box.UidLease | None = None  # holds `uid` for this role until released
-
-
-def source_root() -> Path:
-    """The folder that holds the `kernelzero` package: children put it on PYTHONPATH to import it."""
-    return Path(__file__).resolve().parents[3]
-
-
-def import_path() -> str:
-    """PYTHONPATH for a sandboxed child: kernelzero's folder, then this process's own entries (a judge started for
-    a backend that lives outside kernelzero has that backend's folder there, see judge/run.py)."""
-    entries = [str(source_root()), *(e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e)]
-    return os.pathsep.join(dict.fromkeys(entries))
 
 
 def _libc() -> ctypes.CDLL:
@@ -324,3 +315,45 @@ def released(plan: SandboxPlan) -> Iterator[SandboxPlan]:
         yield plan
     finally:
         release_role(plan)
+
+
+def task_launcher(unsafe: bool = False) -> Callable[[str], Any]:
+    """The launcher of `kernelzero.tasks.check.CheckOptions`: each call starts `python -m kernelzero.tasks._child` on
+    a request in a sandbox of its own (a uid taken for it, PID, mount and network namespaces), its folder laid out
+    with the request and an empty results file that is opened here before the child starts (so nothing it plants
+    there is read). The sandbox is checked now: `box.SandboxUnavailable` before any task runs, unless `unsafe`."""
+    plan = plan_sandbox(box.DEFAULT_UIDS, True, unsafe)
+
+    @contextmanager
+    def launch(request: str) -> Iterator[tuple[subprocess.Popen, Any]]:
+        with tempfile.TemporaryDirectory(prefix="kz-check-") as tmp, released(role_plan(plan)) as role:
+            os.chmod(tmp, 0o711)  # root's own fresh folder: the sandbox's uid passes through to its folder
+            folder = Path(tmp, "box")
+            env, fd = lay_out_workdir(folder, role, {"request.json": request, "results.jsonl": ""})
+            try:
+                results = os.fdopen(safe_fs.open_regular("results.jsonl", dir_fd=fd))
+            finally:
+                os.close(fd)
+            argv = [
+                *(sys.executable, "-m", "kernelzero.tasks._child"),
+                *(str(folder / "request.json"), str(folder / "results.jsonl")),
+            ]
+            with results:
+                proc = subprocess.Popen(
+                    sandbox_argv(argv, role, folder),
+                    cwd=folder,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    env=env,
+                    preexec_fn=None if role.boxed else unsafe_limits,
+                )
+                try:
+                    yield proc, results
+                finally:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+    return launch
