@@ -15,22 +15,6 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
 fi
 export PATH="$venv/bin:$PATH"
 
-# The verifier runs candidates and task code in a sandbox, each as a uid of its own (no passwd entry, "other" in
-# every permission check; src/kernelzero/verify/sandbox/box.py): those uids must run this interpreter and read the
-# venv, its base installation and kernelzero. As root (the sandbox needs root), open the way: execute permission
-# for others on every folder above them (a venv under /root: /root gets o+x, nothing in it becomes listable),
-# read permission on what is inside. Without this the verifier refuses to run (or needs --unsafe-no-sandbox).
-if [ "$(id -u)" = 0 ]; then
-  py_real="$(readlink -f "$venv/bin/python")"
-  base="$("$venv/bin/python" -c 'import sys; print(sys.base_prefix)')"
-  for path in "$(readlink -f "$venv")" "$(dirname "$(dirname "$py_real")")" "$(readlink -f "$base")" "$root"; do
-    dir="$path"
-    while [ "$dir" != "/" ] && [ -n "$dir" ]; do
-      find "$dir" -maxdepth 0 ! -perm -o+x -exec chmod o+x {} +
-      dir="$(dirname "$dir")"
-    done
-  done
-  for path in "$(readlink -f "$venv")" "$(readlink -f "$base")" "$root/src"; do
-    find "$path" \( -type d ! -perm -o+rx -exec chmod o+rx {} + \) -o \( -type f ! -perm -o+r -exec chmod o+r {} + \)
-  done
-fi
+# The sandbox's uids must run this interpreter and read the venv, its base installation and kernelzero.
+source "$root/scripts/sandbox_access.sh"
+open_for_sandbox "$venv" "$("$venv/bin/python" -c 'import sys; print(sys.base_prefix)')" "$(dirname "$(dirname "$(readlink -f "$venv/bin/python")")")" "$root/src"
