@@ -31,6 +31,8 @@ python3 scripts/gpu_wheels.py files .gpu/wheels || exit 2
 rm -rf "$site"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .gpu/wheels/*.whl || exit 2
 python3 scripts/gpu_wheels.py check || exit 2
+source scripts/sandbox_access.sh  # the sandbox's uids must run python3 and read the wheels and the checkout
+open_for_sandbox "$site" "$(pwd)/src" "$(python3 -c 'import sys; print(sys.base_prefix)')"
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton",
   triton.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "NO GPU")'
 

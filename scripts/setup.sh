@@ -14,3 +14,7 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
+
+# The sandbox's uids must run this interpreter and read the venv, its base installation and kernelzero.
+source "$root/scripts/sandbox_access.sh"
+open_for_sandbox "$venv" "$("$venv/bin/python" -c 'import sys; print(sys.base_prefix)')" "$(dirname "$(dirname "$(readlink -f "$venv/bin/python")")")" "$root/src"

@@ -12,8 +12,9 @@ import pytest
 
 from kernelzero.optimize.inputs import ADAPTER_MARK, ModuleInputError, load_module
 from kernelzero.optimize.sizes import root_sizes, size_variants
-from kernelzero.tasks import check_tasks
+from kernelzero.tasks import CheckOptions, check_tasks
 from kernelzero.types import Task
+from kernelzero.verify.sandbox.process import task_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 GELU = ROOT / "src/kernelzero/tasks/suites/kz_basic/level1/21_GELU.py"
@@ -60,7 +61,7 @@ def test_an_nn_module_file_with_an_inputs_function_gets_an_adapter_that_runs(tmp
     task = load_module(path, inputs="example_inputs", init_inputs="block_args")
     assert task.source.startswith(BLOCK), "the user's code is unchanged"
     assert ADAPTER_MARK in task.source and "Model = Block" in task.source
-    [check] = list(check_tasks([task]))
+    [check] = list(check_tasks([task], CheckOptions(launcher=task_launcher())))
     assert check.ok, check.message
     assert check.input_shapes == ("float32[32, 64]",) and check.output_shapes == ("float32[32, 64]",)
 

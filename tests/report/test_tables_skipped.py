@@ -25,3 +25,9 @@ def test_skipped_samples_have_columns_of_their_own():
     assert any(f.startswith("skipped samples") and f.endswith("infra_error 1") for f in facts)
     plain = status_table(summarise([], [_record(0, "correct")], ks=(1,)))
     assert plain.header == ("level", "correct", "total")  # no skipped sample: no column for one
+
+
+def test_a_run_without_the_sandbox_says_so_first_in_its_report():
+    summary = summarise([], [_record(0, "correct")], ks=(1,))
+    assert run_facts({"config": {"unsafe_no_sandbox": True}}, summary)[0].startswith("UNSAFE: verified without")
+    assert not any("UNSAFE" in f for f in run_facts({"config": {"unsafe_no_sandbox": False}}, summary))

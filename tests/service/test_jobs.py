@@ -130,8 +130,8 @@ def test_submit_validates_all_or_none_and_bounds_the_queue(tmp_path):
     queue = JobQueue(tmp_path / "service.sqlite", max_queued=3)
     task = _task()
     with pytest.raises(BodyError) as err:
-        queue.submit([_request(task, NO_KERNEL), _request(task, NO_KERNEL, sandbox_user="root")])
-    assert err.value.code == 422 and err.value.detail.startswith("request 1: options.sandbox_user")
+        queue.submit([_request(task, NO_KERNEL), _request(task, NO_KERNEL, unsafe_no_sandbox=True)])
+    assert err.value.code == 422 and err.value.detail.startswith("request 1: options.unsafe_no_sandbox")
     assert queue.counts()["queued"] == 0
     queue.submit([_request(task, NO_KERNEL)] * 3)
     with pytest.raises(BodyError) as err:

@@ -93,31 +93,27 @@ def test_probe_runs_in_a_fresh_process_and_reports_failures():
     assert not bad.ok and "exited" in bad.message
 
 
-def test_thread_safe_sandbox_argv_drops_inside_the_new_namespace(monkeypatch):
+def test_thread_safe_sandbox_argv_enters_every_namespace_and_refuses_without_util_linux(monkeypatch):
     import shutil
 
-    from kernelzero.verify.sandbox.process import SandboxPlan, thread_safe_argv
+    import pytest
 
-    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/unshare")
-    argv, kwargs = thread_safe_argv(["python3", "-c", "pass"], SandboxPlan(65534, 65534, True, []))
-    # root creates the namespace, then unshare itself drops to the user
-    assert argv == [
-        "/usr/bin/unshare",
-        "--net",
-        "--setgid",
-        "65534",
-        "--setuid",
-        "65534",
-        "--",
-        "python3",
-        "-c",
-        "pass",
-    ]
-    assert kwargs == {}
+    from kernelzero.verify.sandbox import box
+    from kernelzero.verify.sandbox.process import SandboxPlan, sandbox_argv
+
+    plan = SandboxPlan(1900000007, 1900000007, True, [], boxed=True)
+    argv = sandbox_argv(["python3", "-c", "pass"], plan, "/")
+    # setpriv kills unshare with its starter; unshare makes the namespaces as root; enter.py drops to the uid
+    assert argv[1:4] == ["--pdeathsig", "KILL", "--"] and argv[4].endswith("unshare")
+    ns = argv[5 : argv.index("--", 5)]
+    assert {"--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc", "--net"} <= set(ns)
+    assert argv[argv.index(box.ENTER) + 1].count('"uid": 1900000007') == 1 and argv[-3:] == ["python3", "-c", "pass"]
+    unsafe = SandboxPlan(None, None, False, [], boxed=False)
+    assert sandbox_argv(["python3"], unsafe, "/") == ["python3"]  # only --unsafe-no-sandbox runs it as it is
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    for netns in (True, False):  # without unshare (or a namespace), Popen drops to the user itself
-        argv, kwargs = thread_safe_argv(["python3"], SandboxPlan(65534, 65534, netns, []))
-        assert argv == ["python3"] and kwargs == {"user": 65534, "group": 65534, "extra_groups": []}
+    monkeypatch.setattr(box.os, "access", lambda path, mode: False)
+    with pytest.raises(box.SandboxUnavailable, match="util-linux"):  # never a weaker sandbox
+        sandbox_argv(["python3"], plan, "/")
 
 
 def test_gpu_lanes_go_to_the_least_loaded_healthy_gpu_and_block_when_full():

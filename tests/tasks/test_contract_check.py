@@ -6,6 +6,9 @@ import pytest
 
 from kernelzero.tasks import CheckOptions, check_tasks, load_suite, resize
 from kernelzero.types import Task
+from kernelzero.verify.sandbox.process import task_launcher
+
+LAUNCH = task_launcher()  # task code runs only in the verifier's sandbox
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "kb"
 
@@ -59,7 +62,7 @@ def broken_results():
         Task("segfault", MODEL.replace("return x * 2 + 1", "import ctypes\n        ctypes.string_at(0)") + GOOD_TAIL)
     )
     tasks.append(Task("good", MODEL + GOOD_TAIL))
-    return {r.name: r for r in check_tasks(tasks, CheckOptions(timeout_s=8, jobs=2))}
+    return {r.name: r for r in check_tasks(tasks, CheckOptions(launcher=LAUNCH, timeout_s=8, jobs=2))}
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN))
@@ -85,13 +88,13 @@ def test_good_task_after_bad_ones_passes_with_shapes(broken_results):
 
 def test_bad_size_override_is_reported_not_raised():
     task = Task("t", MODEL + GOOD_TAIL, sizes={"nope": 3})
-    (result,) = check_tasks([task])
+    (result,) = check_tasks([task], CheckOptions(launcher=LAUNCH))
     assert result.error == "bad_sizes" and "nope" in result.message
 
 
 def test_fixture_suite_passes_and_sizes_apply():
     tasks = [resize(t, sizes={"rows": 4}) if "Scaled_Add" in t.name else t for t in load_suite(FIXTURES).tasks]
-    results = {r.name: r for r in check_tasks(tasks, CheckOptions(strict=True))}
+    results = {r.name: r for r in check_tasks(tasks, CheckOptions(launcher=LAUNCH, strict=True))}
     assert all(r.ok for r in results.values()), results
     add = results["level1/1_Scaled_Add"]
     assert add.sizes["rows"] == 4 and add.output_shapes == ("float32[4, 128]",)
@@ -103,9 +106,9 @@ def test_degenerate_task_flagged_and_failed_in_strict_mode():
         MODEL.replace("x * 2 + 1", "torch.relu(x)").replace("torch.randn", "torch.rand")
         + GOOD_TAIL.replace("randn", "rand"),
     )
-    (loose,) = check_tasks([identity])
+    (loose,) = check_tasks([identity], CheckOptions(launcher=LAUNCH))
     assert loose.ok and any("input 0" in r for r in loose.degenerate)
-    (strict,) = check_tasks([identity], CheckOptions(strict=True))
+    (strict,) = check_tasks([identity], CheckOptions(launcher=LAUNCH, strict=True))
     assert not strict.ok and strict.error == "degenerate"
 
 
@@ -116,7 +119,7 @@ def test_scaled_task_that_no_longer_runs_is_reported():
         + "\nrows = 32\n"
     )
     task = Task("shrinks-badly", source)
-    (ok,) = check_tasks([task])
+    (ok,) = check_tasks([task], CheckOptions(launcher=LAUNCH))
     assert ok.ok
-    (bad,) = check_tasks([resize(task, scale=0.1)])
+    (bad,) = check_tasks([resize(task, scale=0.1)], CheckOptions(launcher=LAUNCH))
     assert not bad.ok and bad.error == "forward_failed"

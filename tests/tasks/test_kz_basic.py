@@ -14,6 +14,9 @@ import pytest
 import torch
 
 from kernelzero.tasks import CheckOptions, check_tasks, load_suite, resize, size_globals
+from kernelzero.verify.sandbox.process import task_launcher
+
+LAUNCH = task_launcher()  # task code runs only in the verifier's sandbox
 
 MIN_TASKS = 40
 
@@ -80,7 +83,7 @@ def test_every_task_has_a_smoke_preset_naming_only_its_size_globals(suite):
 
 def test_every_task_passes_the_strict_check_at_smoke_sizes(suite):
     tasks = [resize(t, preset="smoke") for t in suite.tasks]
-    results = list(check_tasks(tasks, CheckOptions(strict=True, jobs=2, timeout_s=60)))
+    results = list(check_tasks(tasks, CheckOptions(launcher=LAUNCH, strict=True, jobs=2, timeout_s=60)))
     assert len(results) == len(tasks)
     assert not _failures(results)
 
@@ -96,7 +99,7 @@ def test_cpu_bench_tasks_are_cheap_by_their_size_globals(suite):
 
 def test_cheap_tasks_pass_the_strict_check_at_bench_sizes_on_cpu(suite):
     tasks = [t for t in suite.tasks if t.name in CPU_BENCH]
-    results = list(check_tasks(tasks, CheckOptions(strict=True, jobs=2, timeout_s=120)))
+    results = list(check_tasks(tasks, CheckOptions(launcher=LAUNCH, strict=True, jobs=2, timeout_s=120)))
     assert len(results) == len(CPU_BENCH)
     assert not _failures(results)
 
@@ -110,7 +113,9 @@ def test_every_task_passes_the_strict_check_at_bench_sizes_on_gpu(suite):
     from kernelzero.verify.judge.memory import CONTEXT_BYTES, GIB, current_gpu_lease
 
     with current_gpu_lease(4 * 12 * GIB, None, base=5 * CONTEXT_BYTES):  # the gate runs verifications beside it
-        results = list(check_tasks(suite.tasks, CheckOptions(device="cuda", strict=True, jobs=4, timeout_s=300)))
+        results = list(
+            check_tasks(suite.tasks, CheckOptions(launcher=LAUNCH, device="cuda", strict=True, jobs=4, timeout_s=300))
+        )
     assert len(results) == len(suite.tasks)
     assert not _failures(results)
     too_fast = [f"{r.name}: {r.forward_ms:.3f} ms" for r in results if r.forward_ms is not None and r.forward_ms < 0.1]

@@ -1,8 +1,8 @@
 """The shared build cache under root and the sandbox user, in either order (build_cache.py, pch.py).
 
-A forked child drops to `nobody` the way the sandbox does (sandbox/process.py `apply_limits`) and does what a
-worker does with the shared cache: look a library up, look a precompiled header up, fall back to its own
-folder. Root does what the pool's builders do. CI runs as root; elsewhere (or without a usable `nobody`)
+A forked child drops to `nobody` the way the sandbox drops to a uid of its own (sandbox/enter.py: groups, gid,
+uid; any uid but root's is "other" to the cache) and does what a worker does with the shared cache: look a library
+up, look a precompiled header up, fall back to its own folder. Root does what the pool's builders do. CI runs as root; elsewhere (or without a usable `nobody`)
 these tests skip.
 
     PYTHONPATH=src python -m pytest -p no:xdist tests/verify/test_cache_ownership.py

@@ -126,7 +126,7 @@ def parse_cheat(path: Path) -> Cheat:
         raise ValueError(f"{path}: backend must be triton or cuda")
     if fields["policy"] not in POLICIES:
         raise ValueError(f"{path}: policy must be one of {POLICIES}")
-    if not re.fullmatch(r"A([1-9]|[12][0-9]|3[01]) \S.*", fields["attack"]):
+    if not re.fullmatch(r"A([1-9]|[12][0-9]|3[0-9]) \S.*", fields["attack"]):
         raise ValueError(f"{path}: attack must be 'A<1-31> <class name>', got {fields['attack']!r}")
     if not set(fields["expect"].split("|")) <= set(STATUSES):
         raise ValueError(f"{path}: expect {fields['expect']!r} is not a verifier status (or a|b of them)")

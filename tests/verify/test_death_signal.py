@@ -19,7 +19,8 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
     from pathlib import Path
-    from kernelzero.verify.sandbox.process import deferred_death, die_with_parent, scratch_folder
+    from kernelzero.verify.sandbox.box import DEFAULT_UIDS
+    from kernelzero.verify.sandbox.process import deferred_death, die_with_parent, plan_sandbox, scratch_folder
     from kernelzero.verify.sandbox.worker_process import kill_all, start_worker
 
     die_with_parent(int(sys.argv[1]), on_death=kill_all)
@@ -35,7 +36,7 @@ CHILD = textwrap.dedent(
             f.write("after the block\\n")  # never reached: the signal ends the process at the block's end
     elif scenario == "worker":
         with scratch_folder("kz-cand-") as shared:
-            started = start_worker("", shared, interpret=True, user="", isolate_network=False, host_mem_gb=4)
+            started = start_worker("", shared, interpret=True, sandbox=plan_sandbox(DEFAULT_UIDS, False), host_mem_gb=4)
             report.write_text(f"{started.worker.proc.pid} {started.worker.xfer}\\n")
             time.sleep(60)  # the parent dies while the worker runs: no `finally` of ours closes it
     """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import sys
 import threading
 from dataclasses import asdict
@@ -97,22 +98,31 @@ def test_the_compile_check_runs_in_a_folder_of_its_own(tmp_path):
     """A correct Triton candidate whose first worker replaces folders of its own with links (to a place that does
     not exist): the compile check's worker starts in a fresh folder, root lays out nothing in the candidate's (the
     old layout there met the links: mkdir on them failed here, chown followed them where the drop works)."""
-    cwds = tmp_path / "cwds"
+    shared = Path(__file__).resolve().parent / f".kz-cwds-{os.getpid()}-{tmp_path.name}"  # not in the private /tmp
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
     plant = f"""
 import os as _os
-with open({str(cwds)!r}, "a") as _f:
+with open({str(shared)!r} + f"/cwd-{{_os.getuid()}}", "a") as _f:  # each role its own uid: its own file
     _f.write(_os.getcwd() + "\\n")
 if _os.environ.get("TRITON_INTERPRET") == "1":  # the first worker: the compile check's runs without it
     for _name in ("home", "tmp"):
         _os.rename(_name, _name + ".old")
         _os.symlink({str(tmp_path / "missing")!r}, _name)
 """
-    task = _gelu()
-    verdict = verify(task, GELU + plant, "triton", options_for(device="cpu", static_checks=False, trials=1))
-    assert verdict.status == "correct", verdict.message
-    assert any(note.startswith("compiled for sm_") for note in verdict.notes), verdict.notes
-    first, second = cwds.read_text().split()
-    assert Path(first) != Path(second) and Path(first) not in Path(second).parents
+    try:
+        task = _gelu()
+        verdict = verify(task, GELU + plant, "triton", options_for(device="cpu", static_checks=False, trials=1))
+        assert verdict.status == "correct", verdict.message
+        assert any(note.startswith("compiled for sm_") for note in verdict.notes), verdict.notes
+        first, second = [line for p in sorted(shared.iterdir()) for line in p.read_text().split()]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert (
+        Path(first) != Path(second)
+        and Path(first) not in Path(second).parents
+        and Path(second) not in Path(first).parents
+    )
     assert not (tmp_path / "missing").exists()
 
 

@@ -17,6 +17,7 @@ from kernelzero.cli import serve as serve_cmd
 from kernelzero.cli import tasks as tasks_cmd
 from kernelzero.cli import train as train_cmd
 from kernelzero.cli import verify as verify_cmd
+from kernelzero.verify.sandbox.box import SandboxUnavailable
 
 COMMANDS = {
     "tasks": tasks_cmd,
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except SandboxUnavailable as exc:  # refused before anything ran: one clear line
+        print(f"kernelzero {args.command}: refused: {exc}", file=sys.stderr)
+        return 3
     except (ValueError, FileNotFoundError) as exc:  # bad input: one clear line, no traceback
         print(f"kernelzero {args.command}: error: {exc}", file=sys.stderr)
         return 2

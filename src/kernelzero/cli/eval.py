@@ -20,6 +20,7 @@ import yaml
 from rich.console import Console
 
 from kernelzero.cli.tasks import add_selection_args
+from kernelzero.cli.verify import UNSAFE_HELP
 from kernelzero.evaluation.run import EvalConfig, run_eval
 from kernelzero.tasks.sizes import parse_sizes
 from kernelzero.types import PROFILES
@@ -63,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     )
     p.add_argument("--baselines", help="folder caching reference timings per GPU")
     p.add_argument("--compile-baseline", action="store_true", default=None)
+    p.add_argument("--unsafe-no-sandbox", action="store_true", default=None, help=UNSAFE_HELP)
     p.add_argument(
         "--store", help="verdict store file shared across runs (default: ~/.cache/kernelzero/verdicts.sqlite)"
     )
@@ -93,6 +95,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
         "jobs": args.jobs,
         "baselines": args.baselines,
         "compile_baseline": args.compile_baseline,
+        "unsafe_no_sandbox": args.unsafe_no_sandbox,
         "preset": args.preset,
         "scale": args.scale,
         "levels": tuple(args.level) if args.level else None,

@@ -60,6 +60,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="a server-side verifier option (VerifyOptions field), e.g. device=cpu; repeatable",
     )
+    p.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="UNSAFE: run clients' candidates without the sandbox (never beyond a trusted machine); verdicts say so",
+    )
 
 
 def server_options(items: list[str]) -> dict:
@@ -188,6 +193,12 @@ def run(args: argparse.Namespace) -> int:
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = server_options(args.option)
+    if args.unsafe_no_sandbox:
+        options["unsafe_no_sandbox"] = True
+    from kernelzero.verify import options_for
+    from kernelzero.verify.sandbox.process import plan_for
+
+    plan_for(options_for(**options))  # SandboxUnavailable: the server refuses to start, nothing runs
     db = args.db.resolve()
     root = private_tmp()
     keep = start_reaper(root)

@@ -21,6 +21,7 @@ from rich.table import Table
 from kernelzero.tasks import CheckOptions, check_tasks, load_suite, resize, select, size_globals, task_hash
 from kernelzero.tasks.sizes import parse_sizes
 from kernelzero.types import Task, to_dict
+from kernelzero.verify.sandbox.process import task_launcher
 
 
 def add_selection_args(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p_check.add_argument("--jobs", type=int, default=1, help="tasks checked side by side")
     p_check.add_argument("--timeout", type=float, default=120.0, help="seconds per task")
     p_check.add_argument("--strict", action="store_true", help="fail tasks on which a trivial answer passes")
+    p_check.add_argument("--unsafe-no-sandbox", action="store_true", help="UNSAFE: run task code without the sandbox")
     p_check.add_argument("--json", action="store_true", help="print one JSON record per task")
     parser.set_defaults(run=run)
 
@@ -136,7 +138,13 @@ def checks_with_fallback(tasks: list[Task], args: argparse.Namespace, options: C
 
 
 def _check(tasks: list[Task], args: argparse.Namespace, console: Console) -> int:
-    options = CheckOptions(device=args.device, timeout_s=args.timeout, jobs=args.jobs, strict=args.strict)
+    options = CheckOptions(
+        device=args.device,
+        timeout_s=args.timeout,
+        jobs=args.jobs,
+        strict=args.strict,
+        launcher=task_launcher(args.unsafe_no_sandbox),  # SandboxUnavailable here: no task runs
+    )
     start = time.monotonic()
     failed = flagged = 0
     for i, result in enumerate(checks_with_fallback(tasks, args, options), 1):

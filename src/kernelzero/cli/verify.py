@@ -23,6 +23,11 @@ from kernelzero.types import PRECISIONS, PROFILES, Task, to_dict
 from kernelzero.verify import options_for, verify
 from kernelzero.verify.backends import BACKENDS
 
+UNSAFE_HELP = (
+    "UNSAFE, trusted local use only: run the candidate and the task's code without the sandbox (as this user, no "
+    "namespaces); every verdict says so. Without it, verification refuses where the sandbox cannot be set up"
+)
+
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="verify one candidate kernel against a task")
@@ -36,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--rtol", type=float)
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")
+    p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
     p.add_argument("--baselines", help="folder caching reference timings per GPU (e.g. bench/baselines)")
     p.add_argument("--preset", help="named size set, e.g. smoke")
     p.add_argument("--scale", type=float, help="multiply size globals >= 16 by F")
@@ -69,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         compile_baseline=args.compile_baseline,
         baselines_dir=args.baselines,
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
     )
     verdict = verify(task, args.candidate.read_text(), args.backend, opts)
     if args.json:

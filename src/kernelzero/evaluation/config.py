@@ -50,6 +50,7 @@ class EvalConfig:
     baselines: str | None = None  # folder caching reference timings per GPU
     store: str | None = "default"  # verdict store file shared across runs; "default": the user cache; None: off
     compile_baseline: bool = False  # also time torch.compile (slow)
+    unsafe_no_sandbox: bool = False  # UNSAFE: candidates run without the sandbox (trusted local use; verdicts say so)
     turns: int = 1  # 1: the one-shot protocol; T > 1: each sample an episode of up to T turns with feedback
 
     def __post_init__(self) -> None:
@@ -87,4 +88,5 @@ def verify_options(cfg: EvalConfig, policy: str) -> VerifyOptions:
         device=cfg.device,
         baselines_dir=cfg.baselines,
         compile_baseline=cfg.compile_baseline,
+        unsafe_no_sandbox=cfg.unsafe_no_sandbox,
     )

@@ -49,6 +49,7 @@ from kernelzero.tasks.sizes import check_overrides
 from kernelzero.types import Task, Verdict, to_dict
 from kernelzero.verify import options_for
 from kernelzero.verify.profile import profiler
+from kernelzero.verify.sandbox.process import task_launcher
 
 MATCHING = ("model", "backend", "turns", "sizes", "profile", "model_class", "inputs", "init_inputs")
 
@@ -135,7 +136,8 @@ def _variants(cfg: OptimizeConfig, task: Task, out: Path, console: Console) -> t
     todo = [t for t in named.values() if stored.get(t.name, {}).get("task_hash") != task_hash(t)]
     if todo:
         console.print(f"checking the module at {len(todo)} size(s) ...")
-        opts = CheckOptions(device="cuda" if _on_gpu(cfg.device) else "cpu", time_forward=False)
+        device = "cuda" if _on_gpu(cfg.device) else "cpu"
+        opts = CheckOptions(device=device, time_forward=False, launcher=task_launcher())
         for check in check_tasks(todo, opts):
             stored[check.name] = {"task_hash": check.task_hash, "ok": check.ok, "error": check.error}
             stored[check.name]["message"] = check.message

@@ -315,7 +315,7 @@ def admit(
     """Admit or reject every proposal not yet in the log; return a summary (counts per reason, throughput)."""
     from kernelzero.proposer.suite import SuiteWriter
 
-    sandbox_plan()  # decided before any thread starts: it forks probe children
+    sandbox_plan()  # SandboxUnavailable before any proposal runs, where the sandbox cannot be set up
     device = _resolve_device(options.device)
     tol = tolerance(options.profile)
     bench, notes = benchmark_index(options)

@@ -5,8 +5,8 @@
         ...   # result: {"ok", "reason", "stage", "message", "forward_ms", "seconds", ...}
 
 A proposal's code runs only in `kernelzero.verify.judge.reference.Reference`'s process: the verifier's sandbox (a
-new session, no core dumps, killed with its parent, where allowed its own empty network namespace and the user
-`nobody`), which imports the module, constructs `Model` under the seed, draws inputs and runs the forward, and
+uid of its own, its own PID, mount and empty network namespaces, no core dumps, killed with its parent:
+verify/sandbox/box.py), which imports the module, constructs `Model` under the seed, draws inputs and runs the forward, and
 sends back JSON and raw tensor bytes that are never unpickled. The checks themselves (checks.py) run here, in
 the trusted parent, on those values: nothing the module writes or patches in its own process (a forged result
 file, replaced functions) reaches a decision.
@@ -51,15 +51,16 @@ from kernelzero.types import Task
 from kernelzero.verify import options_for
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.task_source import TaskBroken
-from kernelzero.verify.sandbox import SandboxPlan, plan_sandbox
+from kernelzero.verify.sandbox.process import SandboxPlan, plan_for
 
 TIMED_CALLS = 5
 WARMUP_CALLS = 2
 
 
-def sandbox_plan(user: str = "nobody", isolate_network: bool = True) -> SandboxPlan:
-    """The sandbox plan the reference processes use (decided once per process; call before starting threads)."""
-    return plan_sandbox(user, isolate_network)
+def sandbox_plan() -> SandboxPlan:
+    """The sandbox plan the reference processes use (checked once per process; call before starting threads):
+    `SandboxUnavailable` where it cannot be set up, before any proposal runs."""
+    return plan_for(options_for())
 
 
 @dataclass
@@ -190,7 +191,7 @@ def run_proposals(
     Each result gets "seconds" (the proposal's wall time). Processes still running when the caller stops
     iterating are killed.
     """
-    sandbox_plan()  # decided before any thread starts: it forks probe children
+    sandbox_plan()  # SandboxUnavailable before any proposal runs, where the sandbox cannot be set up
     pending = iter(jobs)
     running: dict[Future, _Proposal] = {}
     root = Path(tempfile.mkdtemp(prefix="kz-admit-"))

@@ -213,6 +213,8 @@ def run_facts(run_json: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     facts = [f"{k}: {config[k]}" for k in keys if config.get(k) not in (None, "", [], {})]
     if isinstance(config.get("versions"), dict) and config["versions"]:
         facts.append("versions: " + ", ".join(f"{k} {v}" for k, v in config["versions"].items()))
+    if config.get("unsafe_no_sandbox"):
+        facts.insert(0, "UNSAFE: verified without the sandbox (--unsafe-no-sandbox): trusted local use only")
     facts.append(f"status policy: {summary['policy'] or 'verdict status'}")
     if not any(summary["timed"].values()):
         facts.append("no timings in this run (CPU): speed metrics are n/a")

@@ -59,7 +59,7 @@ from kernelzero.verify import VerifyOptions, get_backend, infra_verdict, verify
 from kernelzero.verify.backends import backend_module
 from kernelzero.verify.backends.cuda.build_cache import BuildCache, default_cache_dir, ensure_readable
 from kernelzero.verify.judge.standby import Standby
-from kernelzero.verify.sandbox import plan_sandbox
+from kernelzero.verify.sandbox.process import plan_for
 
 __all__ = ["LocalPool", "PoolStats", "VerifyRequest", "device_name", "verify_many", "visible_gpus"]
 
@@ -175,10 +175,8 @@ class LocalPool:
         self.names: dict[VerifyOptions, str] = {}
         # judges started ahead of requests, per lane (verify/judge/standby.py); default: one per GPU slot
         self.standby = Standby(self.per_gpu if standby is None and self.gpus else standby or 0)
-        if self.gpus:  # decide the sandbox and make the build cache now, before threads start
+        if self.gpus:  # make the build cache now, before threads start
             self.cache = BuildCache(ensure_readable(Path(build_cache) if build_cache else default_cache_dir()))
-            defaults = VerifyOptions()
-            plan_sandbox(defaults.sandbox_user, defaults.isolate_network)
 
     # -- stages ----------------------------------------------------------------------------------
     def _build(self, req: VerifyRequest) -> None:
@@ -190,8 +188,7 @@ class LocalPool:
                 extract_code(req.candidate),
                 self.cache,
                 timeout_s=req.options.build_timeout_s,
-                user=req.options.sandbox_user,
-                isolate_network=req.options.isolate_network,
+                sandbox=plan_for(req.options),
             )
             with self.stats.lock:
                 self.stats.builds += sum(1 for r in results if not r.cached)
@@ -307,6 +304,7 @@ class LocalPool:
                     if req is None:
                         break
                     check_request(req)  # an unknown backend is the caller's error: it raises here
+                    plan_for(req.options)  # so is a sandbox that cannot be set up (SandboxUnavailable): nothing runs
                     pending[executor.submit(self.run_one, req)] = req
                 if not pending:
                     return

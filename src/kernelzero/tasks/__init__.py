@@ -1,8 +1,9 @@
 """Task suites: loading, size overrides, hashing and the contract check.
 
-from kernelzero.tasks import load_suite, check_tasks
+from kernelzero.tasks import CheckOptions, load_suite, check_tasks
+from kernelzero.verify.sandbox.process import task_launcher   # task code runs only in the verifier's sandbox
 suite = load_suite("kz-basic")
-for result in check_tasks(suite.tasks):
+for result in check_tasks(suite.tasks, CheckOptions(launcher=task_launcher())):
     print(result.name, result.ok)
 """
 

@@ -1,7 +1,9 @@
 """The contract check: does a task module satisfy the KernelBench contract, and is it informative?
 
 `check_tasks(tasks)` runs every task in a child process (`tasks/_child.py`: one interpreter per
-worker, one fork per task) and yields a `TaskCheck` per task as soon as it is known. A task that
+worker, one fork per task) started by `CheckOptions.launcher`, the verifier's sandbox
+(`kernelzero.verify.sandbox.process.task_launcher`: a uid of its own, PID, mount and network namespaces; every
+fork dies with the child; `SandboxUnavailable` before anything runs where it cannot be set up), and yields a `TaskCheck` per task as soon as it is known. A task that
 hangs, crashes its process or exhausts memory is reported as such; the caller is never affected.
 
 Error kinds (`TaskCheck.error`), in the order the check meets them:
@@ -27,16 +29,14 @@ Error kinds (`TaskCheck.error`), in the order the check meets them:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from queue import Queue
+from typing import IO
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.tasks.sizes import SizeError, check_overrides
@@ -73,6 +73,9 @@ class CheckOptions:
     strict: bool = False  # a degenerate task fails instead of only being flagged
     seed: int = 42  # seeds init (seed), and the two input draws (seed + 1, seed + 2)
     time_forward: bool = True  # time one eager forward after the check
+    # Starts the child: (request JSON) -> a context of (process, its results file); the verifier's sandbox,
+    # `kernelzero.verify.sandbox.process.task_launcher()` (this layer cannot import it). None: check_tasks refuses.
+    launcher: Callable[[str], AbstractContextManager[tuple[subprocess.Popen, IO[str]]]] | None = None
 
 
 def _finish(task: Task, raw: dict, strict: bool) -> TaskCheck:
@@ -98,67 +101,49 @@ def _finish(task: Task, raw: dict, strict: bool) -> TaskCheck:
 
 
 def _worker(tasks: list[Task], options: CheckOptions, out: Queue) -> None:
-    """Run one child over `tasks`, restarting it past a task that killed it; put raw results on `out`."""
+    """Run one child over `tasks`, restarting it past a task that killed it; put raw results on `out`.
+
+    The child is started by `options.launcher` (the verifier's sandbox, `verify.sandbox.process.task_launcher`: a
+    uid of its own per start, PID, mount and network namespaces), which lays out its folder with the request and
+    opens its results file before it starts."""
     pending = list(tasks)
     while pending:
-        with tempfile.TemporaryDirectory(prefix="kz-check-") as tmp:
-            request = Path(tmp, "request.json")
-            results = Path(tmp, "results.jsonl")
-            request.write_text(
-                json.dumps(
-                    {
-                        "options": {
-                            "device": options.device,
-                            "timeout_s": options.timeout_s,
-                            "seed": options.seed,
-                            "time_forward": options.time_forward,
-                        },
-                        "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
-                    }
-                )
-            )
-            results.touch()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelzero.tasks._child", str(request), str(results)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env={**os.environ, "PYTHONPATH": _pythonpath()},
-            )
+        request = {
+            "options": {
+                "device": options.device,
+                "timeout_s": options.timeout_s,
+                "seed": options.seed,
+                "time_forward": options.time_forward,
+            },
+            "tasks": [{"name": t.name, "source": t.source, "sizes": t.sizes} for t in pending],
+        }
+        with options.launcher(json.dumps(request)) as (proc, results):
             done = _follow(proc, results, pending, out)
             stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-            pending = pending[done:]
-            if pending and proc.returncode != 0:
-                # The child itself died (not a task's grandchild): blame the task in flight.
-                out.put((pending[0], {"ok": False, "error": "crash", "message": stderr[-400:] or "worker died"}))
-                pending = pending[1:]
+        pending = pending[done:]
+        if pending and proc.returncode != 0:
+            # The child itself died (not a task's grandchild): blame the task in flight.
+            out.put((pending[0], {"ok": False, "error": "crash", "message": stderr[-400:] or "worker died"}))
+            pending = pending[1:]
     out.put(None)
 
 
-def _follow(proc: subprocess.Popen, results: Path, pending: list[Task], out: Queue) -> int:
-    """Stream result lines to `out` while the child runs; return how many tasks finished."""
+def _follow(proc: subprocess.Popen, fh, pending: list[Task], out: Queue) -> int:
+    """Stream result lines of `fh` (the child's results file) to `out` while it runs; return how many finished."""
     done = 0
-    with open(results) as fh:
-        while True:
-            line = fh.readline()
-            if line.endswith("\n"):
-                out.put((pending[done], json.loads(line)))
+    while True:
+        line = fh.readline()
+        if line.endswith("\n"):
+            out.put((pending[done], json.loads(line)))
+            done += 1
+            continue
+        if proc.poll() is not None and not line:
+            # Drain anything written between the last read and the exit.
+            for rest in fh:
+                out.put((pending[done], json.loads(rest)))
                 done += 1
-                continue
-            if proc.poll() is not None and not line:
-                # Drain anything written between the last read and the exit.
-                for rest in fh:
-                    out.put((pending[done], json.loads(rest)))
-                    done += 1
-                return done
-            time.sleep(0.05)
-
-
-def _pythonpath() -> str:
-    here = str(Path(__file__).resolve().parents[2])
-    extra = os.environ.get("PYTHONPATH", "")
-    return here + (os.pathsep + extra if extra else "")
+            return done
+        time.sleep(0.05)
 
 
 def check_tasks(tasks: list[Task], options: CheckOptions = CheckOptions()) -> Iterator[TaskCheck]:
@@ -179,6 +164,8 @@ def check_tasks(tasks: list[Task], options: CheckOptions = CheckOptions()) -> It
             )
         else:
             runnable.append(task)
+    if options.launcher is None:
+        raise ValueError("check_tasks runs task code only in a sandbox: CheckOptions(launcher=task_launcher())")
     jobs = max(1, min(options.jobs, len(runnable)))
     out: Queue = Queue()
     shards = [runnable[i::jobs] for i in range(jobs)]

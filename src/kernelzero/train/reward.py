@@ -129,6 +129,10 @@ class CoderReward:
         if reward.baseline == "compile":
             overrides["compile_baseline"] = True
         self.options = options_for("default", **overrides)
+        if verifier.via != "http":  # verified on this machine: refuse now, before any step, without the sandbox
+            from kernelzero.verify.sandbox.process import plan_for
+
+            plan_for(self.options)
 
     @property
     def timing(self) -> str:

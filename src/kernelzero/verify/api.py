@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+from dataclasses import replace
 
 from kernelzero.extract import extract_code
 from kernelzero.types import Task, Verdict, to_dict
@@ -12,6 +13,7 @@ from kernelzero.verify.backends import backend_module, get_backend
 from kernelzero.verify.judge.run import run_judge
 from kernelzero.verify.judge.standby import Standby
 from kernelzero.verify.options import VerifyOptions, options_for
+from kernelzero.verify.sandbox.process import UNSAFE_NOTE, plan_for
 from kernelzero.verify.static import check_candidate
 from kernelzero.verify.verdicts import early_verdict
 
@@ -61,9 +63,19 @@ def verify(
     """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults.
 
     `backend`: a name in `BACKENDS`. `standby`: judges started ahead of requests (judge/standby.py); one is used
-    when ready.
+    when ready. Raises `SandboxUnavailable` (nothing ran) where the sandbox cannot be set up as configured; with
+    `unsafe_no_sandbox` every verdict's notes start with `UNSAFE_NOTE`.
     """
-    return _logged(_verify(task, candidate, backend, options, standby))
+    opts = options or options_for()
+    plan_for(opts)  # box.SandboxUnavailable before anything runs, where the sandbox cannot be set up as configured
+    return _logged(unsafe_marked(_verify(task, candidate, backend, opts, standby), opts))
+
+
+def unsafe_marked(verdict: Verdict, opts: VerifyOptions) -> Verdict:
+    """The verdict, with the unsafe mode's note first when it ran without the sandbox (once)."""
+    if not opts.unsafe_no_sandbox or UNSAFE_NOTE in verdict.notes:
+        return verdict
+    return replace(verdict, notes=(UNSAFE_NOTE, *verdict.notes))
 
 
 def _verify(

@@ -48,8 +48,9 @@ class VerifyOptions:
     gpu_mem_fraction: float = 0.9  # cap on the candidate's share of GPU memory
     compile_check: bool = True  # on CPU: compile Triton kernels for sm_90, CUDA sources with nvcc
     target_arch: int = 90  # compute capability for compile checks without a GPU
-    sandbox_user: str = "nobody"  # the candidate runs as this user when the verifier runs as root
-    isolate_network: bool = True  # put the candidate in an empty network namespace where allowed
+    sandbox_uids: str = "1900000000:8192"  # FIRST:COUNT, each sandboxed process gets a uid of its own from it
+    isolate_network: bool = True  # give every sandboxed process an empty network namespace
+    unsafe_no_sandbox: bool = False  # run candidates and task code without the sandbox (trusted local use only)
     baselines_dir: str | None = None  # where reference timings are cached; None: no cache
     # Where a verification runs (not what it decides; left out of the verdict store's key):
     build_cache: str = (

@@ -31,7 +31,14 @@ from kernelzero.types import KernelTime, Task
 from kernelzero.verify.backends import get_backend
 from kernelzero.verify.judge.task_source import TaskBroken, sized_source
 from kernelzero.verify.options import VerifyOptions
-from kernelzero.verify.sandbox.process import plan_sandbox, popen_sandboxed, prepare_workdir, scratch_folder
+from kernelzero.verify.sandbox.process import (
+    plan_for,
+    popen_sandboxed,
+    prepare_workdir,
+    released,
+    role_plan,
+    scratch_folder,
+)
 
 PREFIX = "kz-profile"
 
@@ -51,8 +58,8 @@ def profile_candidate(
     except TaskBroken:
         return None
     gpu = _gpu_visible()
-    plan = plan_sandbox(opts.sandbox_user, opts.isolate_network)
-    with scratch_folder("kz-profile-") as folder:
+    plan = role_plan(plan_for(opts))
+    with scratch_folder("kz-profile-") as folder, released(plan):
         env = prepare_workdir(folder, plan, {"task.py": task_code, "candidate.py": source})  # before it is handed over
         if not gpu and get_backend(backend).without_gpu == "interpret":
             env["TRITON_INTERPRET"] = "1"

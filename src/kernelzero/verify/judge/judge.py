@@ -31,7 +31,7 @@ from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.judge.timing_stage import take_solo_reference, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
 from kernelzero.verify.sandbox.cuda_ipc import IpcOutOfMemory
-from kernelzero.verify.sandbox.process import scratch_folder
+from kernelzero.verify.sandbox.process import plan_for, scratch_folder
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
 from kernelzero.verify.verdicts import candidate_hash, versions
 
@@ -161,8 +161,7 @@ class Judge:
                     self.source,
                     Path(shared),
                     interpret=interpret,
-                    user=self.opts.sandbox_user,
-                    isolate_network=self.opts.isolate_network,
+                    sandbox=plan_for(self.opts),
                     host_mem_gb=self.opts.host_mem_gb,
                 )
                 deferred = None  # this worker lives in this call's folder: closed here
@@ -248,6 +247,7 @@ class Judge:
                 take_solo_reference(self)
             except GpuUnhealthy as exc:
                 return self.verdict("infra_error", "gpu_health", f"the GPU failed its health probe: {exc}")
+        self.ref.import_task(self.ref_path)  # the task's module is imported before any candidate code runs
         # The candidate's import (its builds) runs before this sample takes the GPU.
         self.fields["stage_hint"] = "build"
         self.candidate_ran = True

@@ -24,12 +24,14 @@ from pathlib import Path
 from kernelzero.types import Task, from_dict
 from kernelzero.verify.judge.task_source import TaskBroken, start_reference
 from kernelzero.verify.options import VerifyOptions
-from kernelzero.verify.sandbox import safe_fs
+from kernelzero.verify.sandbox import box, safe_fs
 from kernelzero.verify.sandbox.process import (
     die_with_parent,
     gpu_visible,
     make_non_dumpable,
     outlive_parent,
+    plan_for,
+    plan_sandbox,
     scratch_folder,
 )
 from kernelzero.verify.sandbox.worker_process import (
@@ -44,8 +46,9 @@ from kernelzero.verify.sandbox.worker_process import (
 def sandbox_spec(opts: VerifyOptions, on_gpu: bool) -> dict:
     """What a started worker's sandbox depends on (a standby's SPEC)."""
     return {
-        "user": opts.sandbox_user,
+        "uids": opts.sandbox_uids,
         "isolate_network": opts.isolate_network,
+        "unsafe": opts.unsafe_no_sandbox,
         "host_mem_gb": opts.host_mem_gb,
         "on_gpu": on_gpu,
     }
@@ -93,6 +96,7 @@ def main(argv: list[str]) -> int:
         return standby(json.loads(argv[1]))
     request = json.loads(Path(argv[0]).read_text())
     opts = from_dict(VerifyOptions, request["options"])
+    box.assume_checked(opts.sandbox_uids, opts.isolate_network)  # verify() checked it before starting this judge
     gpu = on_gpu(opts)
     with scratch_folder("kz-cand-") as shared, scratch_folder("kz-ref-") as ref_folder:
         try:
@@ -100,8 +104,7 @@ def main(argv: list[str]) -> int:
                 request["source"],
                 shared,
                 interpret=not gpu and request["backend"]["without_gpu"] == "interpret",
-                user=opts.sandbox_user,
-                isolate_network=opts.isolate_network,
+                sandbox=plan_for(opts),
                 host_mem_gb=opts.host_mem_gb,
             )
             deferred: list = [started.worker]  # closed after the answer (the caller does not wait for that)
@@ -119,14 +122,14 @@ def main(argv: list[str]) -> int:
 
 
 def standby(spec: dict) -> int:
+    box.assume_checked(spec["uids"], spec["isolate_network"])  # the pool checked it before starting standbys
     with scratch_folder("kz-cand-") as shared:
         try:
             started = start_worker(
                 "",
                 shared,
                 interpret=not spec["on_gpu"],
-                user=spec["user"],
-                isolate_network=spec["isolate_network"],
+                sandbox=plan_sandbox(spec["uids"], spec["isolate_network"], spec["unsafe"]),
                 host_mem_gb=spec["host_mem_gb"],
             )
             served = _serve_standby(spec, started)

@@ -12,6 +12,7 @@ from kernelzero.tasks.module import needs_download
 from kernelzero.tasks.sizes import apply_sizes
 from kernelzero.types import Task
 from kernelzero.verify.options import VerifyOptions
+from kernelzero.verify.sandbox.process import plan_for
 from kernelzero.verify.sandbox.worker_process import StartedWorker, start_worker
 
 
@@ -38,8 +39,7 @@ def start_reference(task: Task, opts: VerifyOptions, folder: Path) -> StartedWor
         sized_source(task),
         folder,
         interpret=False,
-        user=opts.sandbox_user,
-        isolate_network=opts.isolate_network,
+        sandbox=plan_for(opts),
         host_mem_gb=opts.host_mem_gb,
         role="reference",
     )

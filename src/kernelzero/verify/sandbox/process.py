@@ -8,20 +8,22 @@ What the sandbox gives each candidate:
 - a scrubbed environment: PATH, LANG, CUDA_VISIBLE_DEVICES and the variables the verifier sets
   (HOME, TMPDIR, TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR inside its own temp dir, so no cache is
   shared between samples), nothing else from the caller;
-- when the verifier runs as root: its own empty network namespace, then a drop to an unprivileged
-  user (default `nobody`) that cannot read the judge's memory or files (the judge is also marked
-  non-dumpable). Where that user cannot run the Python interpreter (e.g. a venv under /root), or
-  namespaces are not allowed, the candidate runs as the caller's user and the verdict says so;
-- a resident-memory watchdog (RLIMIT_AS would break CUDA start-up, which maps far more address
-  space than it uses): past the limit the process group is killed and the sample gets `oom`;
+- its own OS sandbox (`box.py`): a uid of its own (one per started process, from a range), its own PID, mount
+  (private /tmp, /dev/shm, /var/tmp) and empty network namespaces; when its process 1 ends, every process it
+  started dies. The judge is non-dumpable. Where the sandbox cannot be set up (not root, util-linux missing,
+  namespaces refused, a sandbox uid unable to run the interpreter: a venv under /root), `plan_sandbox` raises
+  `box.SandboxUnavailable` and nothing runs; only `unsafe_no_sandbox` (--unsafe-no-sandbox) runs without it,
+  and every verdict then says so (`UNSAFE_NOTE`);
+- a resident-memory watchdog summed over the namespace's processes (RLIMIT_AS would break CUDA start-up,
+  which maps far more address space than it uses): past the limit the sample is killed and gets `oom`;
 - deadlines on every reply: past one, the process group is killed and the sample gets `timeout`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
-import pwd
 import resource
 import shutil
 import signal
@@ -31,13 +33,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelzero.verify.sandbox import safe_fs
+from kernelzero.verify.sandbox import box, safe_fs
+from kernelzero.verify.sandbox.box import import_path, source_root  # noqa: F401 - kept importable from here
 
-CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 KEEP_ENV = (
@@ -57,26 +59,24 @@ KEEP_ENV = (
 # must build (and key builds, cuda_build.toolchain) with the same ones as the pool's builders
 
 
+UNSAFE_NOTE = (
+    "UNSAFE (--unsafe-no-sandbox): the candidate and the task's code ran without the sandbox (no uid of their own, "
+    "no PID, mount or network namespace), as the verifier's own user"
+)
+
+
 @dataclass
 class SandboxPlan:
-    """What isolation this machine allows, decided once per judge process."""
+    """How a sandboxed process starts: decided once per judge process (`plan_sandbox`), then one per started process
+    with a uid of its own (`role_plan`, released with `release_role`)."""
 
-    uid: int | None  # drop to this uid (None: stay)
+    uid: int | None  # this role's uid (None: the machine-level plan, or the unsafe mode)
     gid: int | None
-    netns: bool  # unshare the network namespace
-    notes: list[str] = field(default_factory=list)  # what could not be done, for the verdict
-
-
-def source_root() -> Path:
-    """The folder that holds the `kernelzero` package: children put it on PYTHONPATH to import it."""
-    return Path(__file__).resolve().parents[3]
-
-
-def import_path() -> str:
-    """PYTHONPATH for a sandboxed child: kernelzero's folder, then this process's own entries (a judge started for
-    a backend that lives outside kernelzero has that backend's folder there, see judge/run.py)."""
-    entries = [str(source_root()), *(e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e)]
-    return os.pathsep.join(dict.fromkeys(entries))
+    netns: bool  # an empty network namespace
+    notes: list[str] = field(default_factory=list)  # what the verdict must say (the unsafe mode)
+    boxed: bool = False  # started through box.command (uid, PID, mount and network namespaces); False: unsafe mode
+    uids: str = box.DEFAULT_UIDS  # the uid range roles are drawn from
+    lease: box.UidLease | None = None  # holds `uid` for this role until released
 
 
 def _libc() -> ctypes.CDLL:
@@ -167,98 +167,56 @@ def outlive_parent() -> None:
     _libc().prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
 
 
-def _probe(fn) -> bool:
-    """Run `fn` in a forked child; True if it returned without raising."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            fn()
-            os._exit(0)
-        except BaseException:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-def _unshare_net() -> None:
-    if _libc().unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
-
-
-_plans: dict[tuple[str, bool], SandboxPlan] = {}
+_plans: dict[tuple[str, bool, bool], SandboxPlan] = {}
 _plans_lock = threading.Lock()
 
 
-def plan_sandbox(user: str, isolate_network: bool) -> SandboxPlan:
-    """Decide how far this machine lets us isolate a candidate (decided once per process).
-
-    The decision forks probe children, which is unsafe while other threads run (a child can inherit a
-    lock held by another thread and hang): multi-threaded callers (the pool) call this once first,
-    before they start threads; later calls return the same plan without forking.
-    """
-    key = (user, isolate_network)
+def plan_sandbox(uids: str, isolate_network: bool, unsafe: bool = False) -> SandboxPlan:
+    """The sandbox of this process's roles; raises `box.SandboxUnavailable` when it cannot be set up here as
+    configured (nothing may run then), unless `unsafe` (--unsafe-no-sandbox: no sandbox at all, and every verdict
+    says so). Checked once per process (a probe child through the whole chain, box.check)."""
+    key = (uids, isolate_network, unsafe)
     with _plans_lock:
         if key not in _plans:
-            _plans[key] = _plan_sandbox(user, isolate_network)
+            if unsafe:
+                _plans[key] = SandboxPlan(None, None, False, [UNSAFE_NOTE], boxed=False, uids=uids)
+            else:
+                box.check(uids, isolate_network)
+                _plans[key] = SandboxPlan(None, None, isolate_network, [], boxed=True, uids=uids)
         return _plans[key]
 
 
-def thread_safe_argv(argv: list[str], plan: SandboxPlan) -> tuple[list[str], dict[str, Any]]:
-    """(argv, Popen keyword arguments) applying `plan` without a Python preexec function.
-
-    For processes started from threads. With a network namespace, util-linux's `unshare --net`
-    (run as root) creates it and then drops to the plan's user itself (`--setuid/--setgid`, which
-    also clears supplementary groups); without one, Popen's own (C) `user`/`group` arguments drop.
-    If `unshare` is missing, the plan's network namespace is not applied.
-    """
-    tool = shutil.which("unshare")
-    if plan.netns and tool:
-        ids = ["--setgid", str(plan.gid), "--setuid", str(plan.uid)] if plan.uid is not None else []
-        return [tool, "--net", *ids, "--", *argv], {}
-    if plan.uid is not None:
-        return argv, {"user": plan.uid, "group": plan.gid, "extra_groups": []}
-    return argv, {}
+def plan_for(opts) -> SandboxPlan:
+    """`plan_sandbox` for a `VerifyOptions`."""
+    return plan_sandbox(opts.sandbox_uids, opts.isolate_network, opts.unsafe_no_sandbox)
 
 
-def _plan_sandbox(user: str, isolate_network: bool) -> SandboxPlan:
-    notes: list[str] = []
-    uid = gid = None
-    root = os.geteuid() == 0
-    if root and user:
-        try:
-            entry = pwd.getpwnam(user)
-        except KeyError:
-            notes.append(f"no user {user!r}: the candidate ran as root")
-        else:
-
-            def can_run() -> None:
-                os.setgroups([])
-                os.setgid(entry.pw_gid)
-                os.setuid(entry.pw_uid)
-                if not os.access(sys.executable, os.X_OK) or not os.access(Path(__file__).parent, os.R_OK):
-                    raise PermissionError
-
-            if _probe(can_run):
-                uid, gid = entry.pw_uid, entry.pw_gid
-            else:
-                notes.append(f"user {user!r} cannot run {sys.executable}: the candidate ran as root")
-    elif not root:
-        notes.append("not root: the candidate ran as the verifier's own user")
-    netns = isolate_network and root and _probe(_unshare_net)
-    if isolate_network and not netns:
-        notes.append("no network namespace allowed here: the candidate had network access")
-    return SandboxPlan(uid, gid, netns, notes)
+def role_plan(plan: SandboxPlan) -> SandboxPlan:
+    """A plan for one started process: a uid of its own from the range (held until `release_role`)."""
+    if not plan.boxed:
+        return replace(plan, notes=list(plan.notes))
+    lease = box.UidLease(plan.uids)
+    return replace(plan, uid=lease.uid, gid=lease.uid, lease=lease, notes=list(plan.notes))
 
 
-def apply_limits(plan: SandboxPlan) -> None:
+def release_role(plan: SandboxPlan) -> None:
+    """Give the role's uid back (once its processes are gone)."""
+    if plan.lease is not None:
+        plan.lease.release()
+
+
+def sandbox_argv(argv: list[str], plan: SandboxPlan, cwd: str | os.PathLike, keep: list[str] = ()) -> list[str]:
+    """`argv` started in the role's sandbox (box.command), or as it is in the unsafe mode; thread-safe (no
+    preexec function: Popen's own `start_new_session` is the only other thing a caller needs)."""
+    if not plan.boxed:
+        return list(argv)
+    return box.command(argv, box.Role(plan.uid, not plan.netns), cwd, list(keep))
+
+
+def unsafe_limits() -> None:
+    """The unsafe mode's preexec function: no core dumps, killed with its parent (nothing else)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if plan.netns:
-        _unshare_net()
-    if plan.uid is not None:
-        os.setgroups([])
-        os.setgid(plan.gid)
-        os.setuid(plan.uid)
 
 
 WORKDIR_SUBS = ("home", "tmp", "torch_extensions", "triton_cache")
@@ -312,21 +270,23 @@ def lay_out_workdir(
             "MAX_JOBS": str(max(1, min(8, os.cpu_count() or 1))),
         }
     )
+    if plan.uid is not None:  # a sandbox uid has no passwd entry: getpass and the like read these first
+        env.update({"USER": f"kz{plan.uid}", "LOGNAME": f"kz{plan.uid}"})
     return env, fd
 
 
 def popen_sandboxed(
     argv: list[str], workdir: Path, plan: SandboxPlan, env: dict[str, str], **popen_kw: Any
 ) -> subprocess.Popen:
-    """Start `argv` in `workdir` with the sandbox's process limits (a new session, no core dumps, killed
-    with its parent, the plan's network namespace and user); `env` comes from `prepare_workdir`.
+    """Start `argv` in `workdir` in the role `plan`'s sandbox (box.py: its uid, PID, mount and network
+    namespaces, no core dumps, killed with its starter) in a new session; `env` comes from `prepare_workdir`.
 
-    For generated code other than a candidate worker (a proposed task module, say): the caller owns the
-    process, its deadline and its kill (`os.killpg(proc.pid, SIGKILL)`). Not for use from threads other
-    than the main one (the limits are applied by a Python preexec function; see `thread_safe_argv`).
+    For generated code other than a candidate worker (a proposed task module, a profile): the caller owns the
+    process, its deadline and its kill (`os.killpg(proc.pid, SIGKILL)`: the namespace dies with it).
     """
+    preexec = None if plan.boxed else unsafe_limits
     return subprocess.Popen(
-        argv, cwd=workdir, env=env, start_new_session=True, preexec_fn=lambda: apply_limits(plan), **popen_kw
+        sandbox_argv(argv, plan, workdir), cwd=workdir, env=env, start_new_session=True, preexec_fn=preexec, **popen_kw
     )
 
 
@@ -346,3 +306,54 @@ def gpu_visible() -> bool:
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
     return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+@contextmanager
+def released(plan: SandboxPlan) -> Iterator[SandboxPlan]:
+    """`plan` (a role's), its uid given back when the block is left (its processes must be gone by then)."""
+    try:
+        yield plan
+    finally:
+        release_role(plan)
+
+
+def task_launcher(unsafe: bool = False) -> Callable[[str], Any]:
+    """The launcher of `kernelzero.tasks.check.CheckOptions`: each call starts `python -m kernelzero.tasks._child` on
+    a request in a sandbox of its own (a uid taken for it, PID, mount and network namespaces), its folder laid out
+    with the request and an empty results file that is opened here before the child starts (so nothing it plants
+    there is read). The sandbox is checked now: `box.SandboxUnavailable` before any task runs, unless `unsafe`."""
+    plan = plan_sandbox(box.DEFAULT_UIDS, True, unsafe)
+
+    @contextmanager
+    def launch(request: str) -> Iterator[tuple[subprocess.Popen, Any]]:
+        with tempfile.TemporaryDirectory(prefix="kz-check-") as tmp, released(role_plan(plan)) as role:
+            os.chmod(tmp, 0o711)  # root's own fresh folder: the sandbox's uid passes through to its folder
+            folder = Path(tmp, "box")
+            env, fd = lay_out_workdir(folder, role, {"request.json": request, "results.jsonl": ""})
+            try:
+                results = os.fdopen(safe_fs.open_regular("results.jsonl", dir_fd=fd))
+            finally:
+                os.close(fd)
+            argv = [
+                *(sys.executable, "-m", "kernelzero.tasks._child"),
+                *(str(folder / "request.json"), str(folder / "results.jsonl")),
+            ]
+            with results:
+                proc = subprocess.Popen(
+                    sandbox_argv(argv, role, folder),
+                    cwd=folder,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    env=env,
+                    preexec_fn=None if role.boxed else unsafe_limits,
+                )
+                try:
+                    yield proc, results
+                finally:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+    return launch

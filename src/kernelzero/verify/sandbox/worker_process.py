@@ -22,10 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelzero.verify.sandbox import safe_fs
+from kernelzero.verify.sandbox import box, safe_fs
 from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
-from kernelzero.verify.sandbox.process import SandboxPlan, apply_limits, deferred_death, lay_out_workdir, plan_sandbox
+from kernelzero.verify.sandbox.process import (
+    SandboxPlan,
+    deferred_death,
+    lay_out_workdir,
+    release_role,
+    role_plan,
+    sandbox_argv,
+    unsafe_limits,
+)
 
+NS_SCAN_S = 0.5  # the watchdog finds the sample's processes anew this often (their memory is read every poll)
 LOG_KEEP = 64 * 1024  # bytes of the worker's output kept (its end), for the verdict's error_log
 _LIVE: set[WorkerProcess] = set()  # the workers this process started and has not closed (kill_all)
 
@@ -72,17 +81,22 @@ class WorkerProcess:
         env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
         self.sink = FileSink(self.xfer / "in")
         self.ipc = False  # GPU tensors both ways through CUDA IPC (after `check_ipc`)
+        self.probing = False  # inside `check_ipc`: a handle the judge cannot open is no fault of the worker
         self.spent_arena = None  # an arena from a failed IPC check, freed with the worker
         self.rfd, wfd = os.pipe()
         self.log = bytearray()
+        self.plan, self.ns = plan, None  # the role's plan (its uid is released on close); its PID namespace
+        self.ns_pids: list[int] = []  # the namespace's processes at the last scan (`_rss`)
+        self.ns_scan_at = 0.0
+        argv = [
+            sys.executable,
+            "-m",
+            "kernelzero.verify.worker",
+            str(wfd),
+            *(["reference"] if role == "reference" else []),
+        ]
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kernelzero.verify.worker",
-                str(wfd),
-                *(["reference"] if role == "reference" else []),
-            ],
+            sandbox_argv(argv, plan, workdir, [str(self.xfer)]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -90,7 +104,7 @@ class WorkerProcess:
             env=env,
             pass_fds=(wfd,),
             start_new_session=True,
-            preexec_fn=lambda: apply_limits(plan),
+            preexec_fn=None if plan.boxed else unsafe_limits,
         )
         os.close(wfd)
         self.log_reader = threading.Thread(target=self._drain_log, args=(self.proc.stdout,), daemon=True)
@@ -125,13 +139,17 @@ class WorkerProcess:
             raise self._death("the candidate's process closed its input") from None
 
     def _rss(self) -> int:
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
+        """Resident bytes of the sample: every process of its PID namespace (a forked child's memory counts too),
+        or in the unsafe mode the worker's own."""
+        if not self.plan.boxed:
+            return box.rss_of([self.proc.pid])
+        now = time.monotonic()
+        if now >= self.ns_scan_at:  # finding the namespace's processes walks /proc: twice a second is enough
+            self.ns_scan_at = now + NS_SCAN_S
+            if self.ns is None:
+                self.ns = box.namespace_of(self.proc.pid)
+            self.ns_pids = box.pids_in(self.ns) if self.ns else []
+        return box.rss_of(self.ns_pids)
 
     def receive(self, timeout_s: float, what: str) -> tuple[dict[str, Any], list]:
         """The next reply; raise WorkerDied on timeout, memory limit, exit or a broken channel."""
@@ -181,6 +199,8 @@ class WorkerProcess:
         try:
             own = fetch([tensors[i] for i in refs])
         except IpcError as exc:
+            if self.probing:  # the IPC check's own probe: IPC goes off, the worker (no candidate code yet) stays
+                raise
             self.kill()
             raise WorkerDied(
                 "crash", f"unusable GPU memory handle from the candidate's process during {what}: {exc}"
@@ -193,7 +213,8 @@ class WorkerProcess:
     def check_ipc(self, timeout_s: float = 60.0) -> str:
         """Turn CUDA IPC on when a probe goes both ways intact; "" when on, else why it stays off.
 
-        Runs before the candidate is imported, so a failure here is the machine's, never the candidate's.
+        Runs before the candidate is imported, so a failure here is the machine's, never the candidate's: a probe the
+        judge cannot open (a driver that refuses IPC across PID namespaces, say) turns IPC off and keeps the worker.
         """
         import torch
 
@@ -202,9 +223,12 @@ class WorkerProcess:
         try:
             self.sink.arena = Arena()
             probe = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8, device="cuda")
-            self.ipc = True  # the worker answers through IPC, and the reply is fetched that way
+            self.ipc = self.probing = True  # the worker answers through IPC, and the reply is fetched that way
             self.send({"cmd": "ipc_check", "probe": probe})
-            reply, tensors = self.receive(timeout_s, "the CUDA IPC check")
+            try:
+                reply, tensors = self.receive(timeout_s, "the CUDA IPC check")
+            finally:
+                self.probing = False
             if not reply.get("ok"):
                 raise IpcError(reply.get("message", "the worker could not open the judge's memory"))
             if len(tensors) != 1 or not torch.equal(tensors[0], probe):
@@ -267,6 +291,7 @@ class WorkerProcess:
         for arena in arenas:
             if arena is not None:
                 arena.free()
+        release_role(self.plan)  # its processes are gone: the uid may serve another role
         self.closed = True
         _LIVE.discard(self)
 
@@ -314,21 +339,28 @@ def start_worker(
     shared: Path,
     *,
     interpret: bool,
-    user: str,
-    isolate_network: bool,
+    sandbox: SandboxPlan,
     host_mem_gb: float,
     role: str = "candidate",
 ) -> StartedWorker:
-    """Plan the sandbox, lay out the folder and start a worker process: the candidate's, or with
-    `role="reference"` the task's reference (`source` is then the task module, sizes applied)."""
-    plan = plan_sandbox(user, isolate_network)
-    env, fd = lay_out_workdir(shared, plan, {"candidate.py": source})  # `shared` is a fresh folder of root's
+    """Take a uid for the role, lay out the folder and start a worker process in `sandbox` (process.plan_sandbox):
+    the candidate's, or with `role="reference"` the task's reference (`source` is then the task module, sizes
+    applied; its file stays root's and read-only, so not even the task's own code can change it)."""
+    plan = role_plan(sandbox)
+    try:
+        env, fd = lay_out_workdir(shared, plan, {} if role == "reference" else {"candidate.py": source})
+    except BaseException:
+        release_role(plan)
+        raise
+    if role == "reference":  # root's own file in the role's folder: read-only to the reference, unseen by others
+        safe_fs.write_new(fd, "candidate.py", source.encode(), 0o444)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     try:
         worker = WorkerProcess(shared, env, plan, int(host_mem_gb * 2**30), role, folder_fd=fd)
     except BaseException:
         os.close(fd)
+        release_role(plan)
         raise
     return StartedWorker(worker, plan, shared / "candidate.py", interpret)
 

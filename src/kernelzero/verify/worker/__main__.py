@@ -13,6 +13,9 @@ def main(argv: list[str]) -> int:
     """`OUT_FD [reference]`: serve the judge's commands until `exit` (the task's reference with `reference`)."""
     use_out_dir(os.environ.get("KZ_XFER_OUT"))
     if argv[1:] == ["reference"]:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: its memory and /proc files stay closed to all
         worker = ReferenceWorker(int(argv[0]))
     else:
         worker = Worker(int(argv[0]))

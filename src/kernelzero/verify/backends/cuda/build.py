@@ -343,8 +343,7 @@ def prebuild(
     cache: BuildCache,
     *,
     timeout_s: float = 600.0,
-    user: str = "nobody",
-    isolate_network: bool = True,
+    sandbox=None,
     **kwargs,
 ) -> list[BuildResult]:
     """Capture a candidate's `load_inline` calls (sandboxed child) and build each into `cache`.
@@ -352,13 +351,12 @@ def prebuild(
     Returns [] when the candidate cannot be imported far enough (its verification says why).
     """
     from kernelzero.verify.backends.cuda.capture import CaptureError, capture_load_inline
-    from kernelzero.verify.sandbox.process import plan_sandbox
 
     with tempfile.TemporaryDirectory(prefix="kz-capture-") as tmp:
         path = Path(tmp, "candidate.py")
         path.write_text(source)
         try:
-            builds = capture_load_inline(str(path), min(timeout_s, 120.0), plan_sandbox(user, isolate_network))
+            builds = capture_load_inline(str(path), min(timeout_s, 120.0), sandbox)
         except CaptureError:
             return []
     tools = toolchain()

@@ -6,7 +6,7 @@ ship entries to another machine as tar blobs (the Ray pool), accepting only plai
 entry's own folder. Keys and builds are in build.py; the precompiled headers under `root/pch/` in pch.py.
 
 Ownership (who writes, who reads). The single-sample path and the pool share one cache folder, under root
-and the unprivileged sandbox user (`nobody`) the workers run as, in either order. The rule:
+and the unprivileged sandbox uids the workers run as (sandbox/box.py), in either order. The rule:
 
 - only trusted code writes the shared cache: the pool's builders (`build.prebuild`), the Ray runner's
   `install_artifacts`, pch.py's header builds, all in the judge's or pool's own identity;

@@ -83,14 +83,20 @@ class CaptureError(Exception):
 def capture_load_inline(candidate_path: str, timeout_s: float, sandbox=None) -> list[InlineBuild]:
     """Import the candidate in a child process and return its `load_inline` calls, in order ([] if none).
 
-    `sandbox` (a `sandbox.SandboxPlan`) runs the child as the plan's user in its network namespace.
+    `sandbox` (a `sandbox.SandboxPlan`, process.plan_sandbox; None: the default options' plan) runs the child in a sandbox of its own (a uid taken
+    for this call, PID, mount and network namespaces: sandbox/box.py); thread-safe (no preexec function).
 
     Raises CaptureError when the import fails before any call (`import_error`, with the exception type and
     traceback tail), hangs (`timeout`) or dies without a result (`crash`).
     """
+    from kernelzero.verify.options import VerifyOptions
+    from kernelzero.verify.sandbox.process import plan_for, released, role_plan, sandbox_argv
+
+    sandbox = sandbox if sandbox is not None else plan_for(VerifyOptions())
+
     source = Path(candidate_path).read_text()
-    with tempfile.TemporaryDirectory(prefix="kz-capture-") as tmp:
-        work = _child_folder(Path(tmp), source, sandbox)
+    with tempfile.TemporaryDirectory(prefix="kz-capture-") as tmp, released(role_plan(sandbox)) as role:
+        work = _child_folder(Path(tmp), source, role)
         target, result = work / "candidate.py", work / "capture.json"
         bootstrap = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -99,12 +105,8 @@ def capture_load_inline(candidate_path: str, timeout_s: float, sandbox=None) -> 
         src_root = str(Path(__file__).resolve().parents[2])
         argv = [sys.executable, "-I", "-B", "-c", bootstrap, src_root, str(target), str(result)]
         log = Path(tmp) / "output.log"  # beside the child's folder, in this user's own: opened here, written there
-        popen_kwargs: dict = {}
-        if sandbox is not None:  # no preexec function: the pool calls this from threads
-            from kernelzero.verify.sandbox.process import thread_safe_argv
-
-            argv, popen_kwargs = thread_safe_argv(argv, sandbox)
-        (code,), timed_out = run_group([(argv, log)], work, _scrubbed_env(work), timeout_s, popen_kwargs)
+        argv = sandbox_argv(argv, role, work)  # no preexec function: the pool calls this from threads
+        (code,), timed_out = run_group([(argv, log)], work, _scrubbed_env(work), timeout_s)
         payload = _read_json(result)
         output = read_bounded(log)[-TRACEBACK_LIMIT:]
     if timed_out:

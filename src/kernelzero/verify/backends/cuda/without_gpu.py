@@ -20,6 +20,7 @@ from kernelzero.types import Backend, Task, Verdict
 from kernelzero.verify.backends.cuda.capture import CaptureError, capture_load_inline
 from kernelzero.verify.backends.cuda.source import compile_check
 from kernelzero.verify.options import VerifyOptions
+from kernelzero.verify.sandbox.process import plan_for
 from kernelzero.verify.verdicts import early_verdict
 
 
@@ -32,7 +33,7 @@ def verify_without_gpu(task: Task, source: str, backend: Backend, opts: VerifyOp
         path = Path(tmp, "candidate.py")
         path.write_text(source)
         try:
-            builds = capture_load_inline(str(path), timeout_s=opts.build_timeout_s)
+            builds = capture_load_inline(str(path), opts.build_timeout_s, plan_for(opts))
         except CaptureError as exc:
             status = (
                 "format_error"

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelzero.verify.sandbox.process import lay_out_workdir, plan_sandbox, scratch_folder
+from kernelzero.verify.sandbox.process import lay_out_workdir, plan_for, release_role, role_plan, scratch_folder
 from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
 if TYPE_CHECKING:
@@ -37,12 +37,17 @@ def compile_check(judge: Judge, cand_path: Path) -> Verdict | None:
 
 
 def _compile_check(judge: Judge, folder: Path) -> Verdict | None:
-    plan = plan_sandbox(judge.opts.sandbox_user, judge.opts.isolate_network)
-    env, fd = lay_out_workdir(folder, plan, {"candidate.py": judge.source})
+    plan = role_plan(plan_for(judge.opts))  # a uid of its own, released when the worker closes
+    try:
+        env, fd = lay_out_workdir(folder, plan, {"candidate.py": judge.source})
+    except BaseException:
+        release_role(plan)
+        raise
     try:
         worker = WorkerProcess(folder, env, plan, int(judge.opts.host_mem_gb * 2**30), folder_fd=fd)
     except BaseException:
         os.close(fd)
+        release_role(plan)
         raise
     try:
         worker.send({**judge.load_request(folder / "candidate.py", "cpu", False, 1.0), "hooks": judge.worker_hooks()})
