@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
+from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg, signed_writer
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
 from kernelzero.verify.worker.seal import CleanRunner, seal
@@ -87,9 +87,14 @@ class Worker:
 
         The judge asks for this before it takes the GPU, so builds never hold a GPU.
         """
-        send_msg(self.out, self._import(req))
+        reply = self._import(req)  # first: it replaces `self.out` with the signed writer
+        send_msg(self.out, reply)
 
     def _import(self, req: dict[str, Any]) -> dict[str, Any]:
+        key = req.pop("auth_key", None)
+        if key is not None:  # every reply from now on is tagged (channel.py, "Authentication"); the key is held
+            self.out = signed_writer(self.out, key)  # only in that writer's closure, which only this object holds
+            del key
         self.device = req["device"]
         self.guards = Guards(warm=self.warm_dispatch_first(req))
         for name in req["hooks"]:  # each backend counts its own launches (verify/backends/<name>/hook.py)
