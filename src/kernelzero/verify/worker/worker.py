@@ -112,6 +112,7 @@ class Worker:
             module = importlib.util.module_from_spec(spec)
             pin_classes(FileTensor, IpcTensor)
             seal()
+            self.guards.watch.armed = True  # from here on, the candidate's code runs (worker/watch.py)
             sys.modules["candidate"] = module
             self.runner.run(spec.loader.exec_module, module)
         except SyntaxError as exc:
@@ -237,19 +238,25 @@ class Worker:
     def run(self, req: dict[str, Any]) -> None:
         lent = any(isinstance(x, IpcTensor) for x in req["inputs"])  # the judge reads those itself
         inputs = self._prepare(req["inputs"])
+        watch = self.guards.watch
         try:
+            watch.in_forward = True
             with self.guards.observe(record_ops=True) as modes:
                 outs = self._forward(inputs, modes)
                 if self.device.startswith("cuda"):
                     torch.cuda.synchronize()
         except BaseException as exc:
             return self.reply_error(exc, "correctness")
+        finally:
+            watch.in_forward = False
         if outs is None:
             return
+        host, probes = watch.take()
         tensors_in = [] if lent else [x for x in inputs if isinstance(x, torch.Tensor)]
         report = {
             "launches": dict(self.guards.launches),
-            "torch_ops": self.guards.last_ops,
+            "torch_ops": sorted(set(self.guards.last_ops) | set(host)),
+            "probes": probes,
             "tampered": self.guards.tampered(),
             "output_problem": output_problem(outs, inputs),
             "bf16": any(hook.bf16_seen() for hook in self.hooks),
@@ -275,7 +282,9 @@ class Worker:
         it is checked, and no call sees contents an earlier call saw (warm-ups included), so a result cached by
         pointer, object or content saves nothing. Audit calls (`audit`: the timed positions they come before,
         drawn by the judge) run untimed with the PyTorch op recorder, so a candidate that computes with PyTorch
-        only in timed calls cannot know which of its calls are watched.
+        only in timed calls cannot know which of its calls are watched: the host-compute and probe wrappers
+        (worker/watch.py) are the same on every call and look at timed calls too, and a candidate that inspects the
+        mode stacks or the clock to tell the calls apart is reported (`probes`).
         """
         sets = [self._prepare(s) for s in req["sets"]]
         warmup, audit = req["warmup"], dict(zip(req.get("audit", []), range(len(req.get("audit", []))), strict=True))
@@ -304,19 +313,25 @@ class Worker:
                     without_kernel.append(pos)
                 outs.append(got)
 
+        watch = self.guards.watch
         try:
+            watch.in_forward = True  # the whole block, once: nothing is switched between watched and timed calls
             timed = list(range(warmup, first_audit))
             times = time_calls(
                 call, timed, warmup, self.device, req["host_check"], audit_call, warmup_keys=list(range(warmup))
             )
         except BaseException as exc:
             return self.reply_error(exc, "timing")
+        finally:
+            watch.in_forward = False
+        host, probes = watch.take()
         reply = {
             "ok": True,
             "times_ms": times,
             "n_out": len(outs[0]) if outs else 0,
             "calls_without_kernel": len(without_kernel),
-            "torch_ops": sorted(audit_ops),
+            "torch_ops": sorted(audit_ops | set(host)),
+            "probes": probes,
             "tampered": self.guards.tampered(),
         }
         send_msg(self.out, reply, [t for got in outs + audited for t in got])
