@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelzero.verify.sandbox.channel import Authenticator, ForgedReply, _write_frame, recv_msg, send_msg, signed_writer
+from kernelzero.verify.sandbox.channel import (
+    Authenticator,
+    ForgedReply,
+    _write_frame,
+    recv_msg,
+    send_msg,
+    signed_writer,
+)
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
