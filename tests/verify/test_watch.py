@@ -15,14 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelzero.verify.sandbox.channel import (
-    Authenticator,
-    ForgedReply,
-    _write_frame,
-    recv_msg,
-    send_msg,
-    signed_writer,
-)
+from kernelzero.verify.sandbox.channel import _write_frame, recv_msg, send_msg
+from kernelzero.verify.sandbox.channel_auth import Authenticator, ForgedReply, signed_writer
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -102,6 +96,7 @@ guards.watch.armed = guards.watch.in_forward = True
 def call(fn, *args, watched):
     with guards.observe(record_ops=watched) as modes:
         value = runner.run(fn, *args, modes=(torch.no_grad(), *modes))
+    guards.watch.end_call(1)
     host, probes = guards.watch.take()
     return value, sorted(set(guards.last_ops) | set(host)), probes
 """

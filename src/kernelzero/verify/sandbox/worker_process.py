@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelzero.verify.sandbox import safe_fs
-from kernelzero.verify.sandbox.channel import Authenticator, ChannelError, FileSink, ForgedReply, recv_msg, send_obj
+from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
+from kernelzero.verify.sandbox.channel_auth import Authenticator, ForgedReply
 from kernelzero.verify.sandbox.process import SandboxPlan, apply_limits, deferred_death, lay_out_workdir, plan_sandbox
 
 KEYED_COMMANDS = ("import", "load")  # the commands that import untrusted code first: the key travels with the first

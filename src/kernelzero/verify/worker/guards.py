@@ -118,16 +118,26 @@ class Guards:
     def _count(self, name: str) -> None:
         self.launches[name] = self.launches.get(name, 0) + 1
 
-    def wrap_launch(self, run, name_of):
-        """`run` (a kernel launcher taking the kernel first) counting each launch as `name_of(kernel)`. The op
-        recorder is not paused here: what the launcher's own code dispatches is told apart by who called
-        (`watch.from_user_code`), so PyTorch work in code the candidate hands to the launch (pre-run hooks, a grid
-        function, an interpreted kernel body) is recorded."""
+    def wrap_launch(self, run, name_of, pause_recorder: bool = True):
+        """`run` (a kernel launcher taking the kernel first) counting each launch as `name_of(kernel)`.
+
+        `pause_recorder=False` (Triton): the op recorder stays on during the launch, and what the launcher's own code
+        dispatches is told apart by who called (`watch.from_user_code`), so PyTorch work in code the candidate hands
+        to the launch (pre-run hooks, a grid function, an interpreted kernel body) is recorded. The default pauses it
+        for the whole launch: for a language whose kernels are themselves PyTorch code run on this machine (a test
+        language), not for one whose launcher calls user callbacks."""
         guards = self
 
         @functools.wraps(run)
         def launch(kernel, *args, **kwargs):
-            out = run(kernel, *args, **kwargs)
+            recorder = guards.recorder if pause_recorder else None
+            if recorder is not None:
+                recorder.paused += 1
+            try:
+                out = run(kernel, *args, **kwargs)
+            finally:
+                if recorder is not None:
+                    recorder.paused -= 1
             if not kwargs.get("warmup", False):
                 guards._count(name_of(kernel))
             return out
@@ -170,10 +180,7 @@ class Guards:
         self.launches = {}
         self.last_ops: list[str] = []
         if not record_ops:
-            try:
-                yield ()
-            finally:
-                self.watch.end_call()
+            yield ()
             return
         recorder = OpRecorder()
         self.recorder = recorder
@@ -182,7 +189,6 @@ class Guards:
         finally:
             self.recorder = None
             self.last_ops = recorder.compute_ops()
-            self.watch.end_call()
 
     # -- tampering -------------------------------------------------------------------------------
     @staticmethod

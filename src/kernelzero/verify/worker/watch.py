@@ -102,9 +102,10 @@ class Watch:
         self.armed = False  # from the candidate's import on
         self.in_forward = False
 
-    def end_call(self) -> None:
-        """After a forward call: too many `.item()` reads were host compute."""
-        if self.items > ITEM_LIMIT:
+    def end_call(self, calls: int) -> None:
+        """After `calls` forward calls (a command's, counted outside any timed region): more than ITEM_LIMIT
+        `.item()` reads a call were host compute."""
+        if self.items > ITEM_LIMIT * calls:
             self.host.add("host:item")
         self.items = 0
 

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg, signed_writer
+from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
+from kernelzero.verify.sandbox.channel_auth import signed_writer
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
 from kernelzero.verify.worker.seal import CleanRunner, seal
@@ -249,6 +250,7 @@ class Worker:
             return self.reply_error(exc, "correctness")
         finally:
             watch.in_forward = False
+            watch.end_call(1)
         if outs is None:
             return
         host, probes = watch.take()
@@ -281,10 +283,8 @@ class Worker:
         outputs of every timed and audit call go back: the judge checks all of them, so no call can tell whether
         it is checked, and no call sees contents an earlier call saw (warm-ups included), so a result cached by
         pointer, object or content saves nothing. Audit calls (`audit`: the timed positions they come before,
-        drawn by the judge) run untimed with the PyTorch op recorder, so a candidate that computes with PyTorch
-        only in timed calls cannot know which of its calls are watched: the host-compute and probe wrappers
-        (worker/watch.py) are the same on every call and look at timed calls too, and a candidate that inspects the
-        mode stacks or the clock to tell the calls apart is reported (`probes`).
+        drawn by the judge) run untimed with the PyTorch op recorder; host compute and probes of the watch state
+        are seen on every call (worker/watch.py), so a candidate cannot safely compute with PyTorch when unwatched.
         """
         sets = [self._prepare(s) for s in req["sets"]]
         warmup, audit = req["warmup"], dict(zip(req.get("audit", []), range(len(req.get("audit", []))), strict=True))
@@ -324,6 +324,7 @@ class Worker:
             return self.reply_error(exc, "timing")
         finally:
             watch.in_forward = False
+            watch.end_call(len(sets))
         host, probes = watch.take()
         reply = {
             "ok": True,
