@@ -29,9 +29,10 @@ LAYERS = [
     ("kernelzero.__main__",),
 ]
 # What the candidate's worker may import from kernelzero (besides the packages' own __init__ files).
-WORKER_ALLOWED = (
+WORKER_ALLOWED = (  # channel_auth: the worker tags its replies with the judge's key
     "kernelzero.verify.worker",
     "kernelzero.verify.sandbox.channel",
+    "kernelzero.verify.sandbox.channel_auth",
     "kernelzero.verify.sandbox.values",
     "kernelzero.verify.sandbox.cuda_ipc",
 )

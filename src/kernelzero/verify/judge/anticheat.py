@@ -1,8 +1,10 @@
 """How the judge reads the worker's first-filter report (launch counts, PyTorch ops, tampering).
 
-These figures come from inside the candidate's process (`verify/worker/guards.py`), so they can only reject a
-candidate, never make one `correct`: a missing launch is `no_kernel`, a replaced harness function `tampered`, and
-PyTorch compute ops turn `correct` into `torch_compute` under the strict policy.
+These figures come from inside the candidate's process (`verify/worker/guards.py`, `worker/watch.py`), so they can
+only reject a candidate, never make one `correct`: a missing launch is `no_kernel`, a replaced harness function or a
+probe of the watch state `tampered`, and PyTorch or host compute (`host:...` entries: numpy, ctypes, copies to the
+host) turns `correct` into `torch_compute` under the strict policy. They arrive in authenticated replies
+(`sandbox/channel.py`), so no process between the worker and the judge can rewrite them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def first_filter_verdict(judge: Judge, reply: dict, trial: int, passed: int) -> 
     judge.fields["own_kernels"] = where["own_kernels"]
     if reply.get("tampered"):
         return judge.verdict("tampered", "correctness", f"the harness was tampered with ({reply['tampered']})", **where)
+    if reply.get("probes"):
+        return judge.verdict("tampered", "correctness", probed_message(reply["probes"]), **where)
     if not reply.get("launches"):
         return judge.verdict(
             "no_kernel",
@@ -39,6 +43,12 @@ def first_filter_verdict(judge: Judge, reply: dict, trial: int, passed: int) -> 
     return None
 
 
+def probed_message(probes: list) -> str:
+    """The message of a candidate whose code inspected what tells a watched call from a timed one."""
+    names = ", ".join(str(p) for p in probes[:8])
+    return f"the candidate's code probed the harness's watch state or the clock ({names}): watched and timed calls must not be told apart"
+
+
 def policy_result(judge: Judge, status: str, message: str) -> tuple[str, str, dict[str, str]]:
     """(status, message, status per policy) for a run that was otherwise `status`."""
     ops = judge.fields.get("torch_ops", ())
@@ -47,5 +57,6 @@ def policy_result(judge: Judge, status: str, message: str) -> tuple[str, str, di
         per["strict"] = "torch_compute"
     final = per[judge.opts.policy]
     if final == "torch_compute":
-        message = f"PyTorch compute ops ran inside forward: {', '.join(ops)} (not allowed under the strict policy)"
+        what = "PyTorch or host compute" if any(op.startswith("host:") for op in ops) else "PyTorch compute ops"
+        message = f"{what} ran inside forward: {', '.join(ops)} (not allowed under the strict policy)"
     return final, message, per

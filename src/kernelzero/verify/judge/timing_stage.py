@@ -44,7 +44,7 @@ import torch
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
-from kernelzero.verify.judge.anticheat import policy_result
+from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
 from kernelzero.verify.judge.lease import exclusive_gpu
 from kernelzero.verify.options import VerifyOptions, profile_of
@@ -109,6 +109,8 @@ def _candidate_block(
         return judge.failed(reply)
     if reply.get("tampered"):
         return judge.verdict("tampered", "timing", f"the harness was tampered with ({reply['tampered']})")
+    if reply.get("probes"):
+        return judge.verdict("tampered", "timing", probed_message(reply["probes"]))
     if reply.get("calls_without_kernel"):
         message = (
             f"{reply['calls_without_kernel']} timed call(s) launched none of the candidate's kernels "

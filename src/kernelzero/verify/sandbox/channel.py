@@ -15,7 +15,8 @@ worker: the judge writes `in/N.bin` and pickles a `FileTensor` naming it (the wo
 privately); worker -> judge: the worker writes `out/N.bin` and names it in the JSON header; the judge
 accepts only names `N.bin` in the folder it made, opens them without following links, checks they are
 regular files of exactly the announced size, copies the bytes and deletes the file. So the judge still
-only ever reads raw bytes of a known dtype and size from the candidate's side.
+only ever reads raw bytes of a known dtype and size from the candidate's side. Reply headers carry a tag once
+the judge has sent a key (`channel_auth.py`: the report cannot be rewritten in transit).
 
 GPU tensors skip the host altogether once the judge has enabled CUDA IPC for a worker (cuda_ipc.py):
 the judge sends `IpcTensor`s (copies in its arena, opened by the worker when it prepares the inputs) and
@@ -25,6 +26,7 @@ main thread fetches and checks). Without IPC, GPU tensors are moved to the host 
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -241,8 +243,9 @@ def _gpu_peak() -> dict[str, int]:
     }
 
 
-def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
-    """Worker -> judge: a JSON header and tensors as raw bytes (moved to CPU, made contiguous)."""
+def send_msg(fd: Any, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
+    """Worker -> judge: a JSON header and tensors as raw bytes (to CPU, contiguous); `fd` a descriptor, or a
+    `channel_auth.SignedWriter` once the judge's key has arrived (tagged headers)."""
     import torch
 
     lent = {}
@@ -265,10 +268,14 @@ def send_msg(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
             spec.append(name)
         specs.append(spec)
     header = {**header, "_tensors": specs, **_gpu_peak()}
-    _write_frame(fd, json.dumps(header).encode())
+    if isinstance(fd, int):
+        _write_frame(fd, json.dumps(header).encode())
+    raw = functools.partial(_write_frame, fd) if isinstance(fd, int) else fd.raw
+    if not isinstance(fd, int):  # a channel_auth.SignedWriter: a tagged header
+        fd.header(header)
     for t, spec in zip(cpu, specs):
         if len(spec) == 2:
-            _write_frame(fd, t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
+            raw(t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
 
 
 def _read_file(folder: Path | None, name: Any, nbytes: int) -> torch.Tensor:
@@ -303,16 +310,18 @@ def _read_file(folder: Path | None, name: Any, nbytes: int) -> torch.Tensor:
 
 
 def recv_msg(
-    fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None
+    fd: int, max_bytes: int = MAX_FRAME, file_dir: Path | None = None, auth: Any = None
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
-    """Judge side: the next header and tensors; malformed input raises ChannelError.
+    """Judge side: the next header and tensors; malformed input raises ChannelError, a header whose tag does not
+    match (once `auth`, a `channel_auth.Authenticator`, is armed) ForgedReply.
 
     `file_dir`: the worker's transfer folder, where it may put large tensors (see the module docstring).
     """
     import torch
 
+    payload = _read_frame(fd)
     try:
-        header = json.loads(_read_frame(fd))
+        header = json.loads(auth.open(payload) if auth is not None else payload)
         specs = header.pop("_tensors")
         assert isinstance(header, dict) and isinstance(specs, list)
     except (ValueError, KeyError, AssertionError, TypeError) as exc:

@@ -5,12 +5,17 @@ died (`WorkerDied`). The sandbox's rules themselves are in `process.py`.
 The worker's output (stdout and stderr: the candidate's prints, tracebacks) comes back through a pipe a thread of
 the judge drains, keeping the last `LOG_KEEP` bytes (`log_tail`): no log file in a folder the sandbox can write,
 where a link or FIFO in its place would make root read another file (/etc/shadow into the verdict) or block.
+
+Replies are authenticated (channel.py, "Authentication"): the first command that imports untrusted code (`import`,
+or `load` without one) carries a fresh key (`KEYED_COMMANDS`), and every reply after it must carry the worker's
+tag; one that does not is `WorkerDied("tampered")`: the report was rewritten between the worker and the judge.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import secrets
 import shutil
 import signal
 import subprocess
@@ -24,6 +29,7 @@ from typing import Any
 
 from kernelzero.verify.sandbox import box, safe_fs
 from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
+from kernelzero.verify.sandbox.channel_auth import Authenticator, ForgedReply
 from kernelzero.verify.sandbox.process import (
     SandboxPlan,
     deferred_death,
@@ -35,6 +41,9 @@ from kernelzero.verify.sandbox.process import (
 )
 
 NS_SCAN_S = 0.5  # the watchdog finds the sample's processes anew this often (their memory is read every poll)
+
+
+KEYED_COMMANDS = ("import", "load")  # the commands that import untrusted code first: the key travels with one
 LOG_KEEP = 64 * 1024  # bytes of the worker's output kept (its end), for the verdict's error_log
 _LIVE: set[WorkerProcess] = set()  # the workers this process started and has not closed (kill_all)
 
@@ -80,6 +89,7 @@ class WorkerProcess:
     def _start(self, workdir: Path, env: dict[str, str], plan: SandboxPlan, role: str) -> None:
         env = {**env, "KZ_XFER_OUT": str(self.xfer / "out")}
         self.sink = FileSink(self.xfer / "in")
+        self.auth = Authenticator()  # armed with the first KEYED_COMMANDS command
         self.ipc = False  # GPU tensors both ways through CUDA IPC (after `check_ipc`)
         self.probing = False  # inside `check_ipc`: a handle the judge cannot open is no fault of the worker
         self.spent_arena = None  # an arena from a failed IPC check, freed with the worker
@@ -125,7 +135,7 @@ class WorkerProcess:
     def _reader(self, fd: int) -> None:
         try:
             while True:
-                self.replies.put(recv_msg(fd, file_dir=self.xfer / "out"))
+                self.replies.put(recv_msg(fd, file_dir=self.xfer / "out", auth=self.auth))
         except (ChannelError, OSError) as exc:
             self.replies.put(exc)
         finally:
@@ -133,8 +143,13 @@ class WorkerProcess:
 
     def send(self, obj: dict[str, Any]) -> None:
         self.last_cmd = str(obj.get("cmd", "?"))
+        obj = {**obj, "ipc_out": self.ipc}
+        if self.auth.key is None and obj["cmd"] in KEYED_COMMANDS:  # before any untrusted code runs in the worker
+            key = secrets.token_bytes(32)
+            self.auth.arm(key)
+            obj["auth_key"] = key
         try:
-            send_obj(self.proc.stdin.fileno(), {**obj, "ipc_out": self.ipc}, self.sink)
+            send_obj(self.proc.stdin.fileno(), obj, self.sink)
         except (BrokenPipeError, OSError):
             raise self._death("the candidate's process closed its input") from None
 
@@ -169,6 +184,11 @@ class WorkerProcess:
                     self.kill()
                     raise WorkerDied("timeout", f"no result from {what} within {timeout_s:.0f} s") from None
                 continue
+            if isinstance(item, ForgedReply):
+                self.kill()
+                raise WorkerDied(
+                    "tampered", f"a reply of the candidate's process during {what} was rewritten in transit ({item})"
+                )
             if isinstance(item, Exception):
                 raise self._death(f"the candidate's process ended during {what} without a result")
             now = item[0].pop("_gpu_now", None) if isinstance(item[0], dict) else None

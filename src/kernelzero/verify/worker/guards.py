@@ -6,8 +6,15 @@ comparison of outputs does not depend on them. What each reports, per forward ca
 
 - own launches: what each backend's worker hook counts through `wrap_launch` / `wrap_builder` (Triton kernels,
   on a GPU or in the interpreter; calls into the candidate's own `load_inline` extensions);
-- PyTorch ops: every ATen op dispatched while the forward runs (a TorchDispatchMode), minus those
-  issued inside a kernel launch and minus allocation, copy, view and reshape ops (`ALLOWED_OPS`);
+- PyTorch ops: every ATen op the candidate's code dispatches while the forward runs (a TorchDispatchMode, on
+  correctness and audit calls), minus allocation, copy, view and reshape ops (`ALLOWED_OPS`); ops are attributed
+  by who called (`watch.from_user_code`): those of a kernel language's own runtime (Triton's launch machinery and
+  interpreter, Helion) are not the candidate's, while those of code the candidate hands to it (a pre-run hook, a
+  grid function, a kernel body the interpreter runs) are; device -> host copies and many scalar reads are host
+  compute (`host:copy_to_host`, `host:item`);
+- host compute and probes (worker/watch.py): numpy, ctypes and host copies from the candidate's code, and
+  calls that inspect the harness's watch state or the clock, on every call (timed ones too: the wrappers are
+  always there and cost nothing unless called);
 - tampering: the identity of the functions the harness relies on (timers, events, synchronise,
   comparison and channel functions), checked after every call;
 - output shape of the answer: plain `torch.Tensor`, no zero strides, storage not shared with an
@@ -27,7 +34,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelzero.verify.sandbox import channel
-from kernelzero.verify.worker import timing
+from kernelzero.verify.worker import timing, watch
+from kernelzero.verify.worker.watch import HOST_COPY_MIN, ITEM_LIMIT, Watch, from_user_code
 
 ALLOWED_OPS = frozenset(
     """
@@ -40,18 +48,45 @@ _reshape_alias arange is_same_size set_ sym_size sym_stride sym_numel dim numel
 )
 
 
+COPIES = frozenset({"_to_copy", "copy_", "to"})
+
+
+def _to_host(name: str, args: tuple, kwargs: dict) -> bool:
+    """Does this copy op move at least HOST_COPY_MIN elements from a device to the host?"""
+    src = args[1] if name == "copy_" and len(args) > 1 else (args[0] if args else None)
+    if not isinstance(src, torch.Tensor) or src.device.type == "cpu" or src.numel() < HOST_COPY_MIN:
+        return False
+    if name == "copy_":
+        return isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu"
+    device = kwargs.get("device")
+    return device is not None and torch.device(device).type == "cpu"
+
+
 class OpRecorder(TorchDispatchMode):
-    """Records the names of ATen ops dispatched while active (paused inside kernel launches)."""
+    """Records the names of ATen ops the candidate's code dispatches while active (`watch.from_user_code`; paused
+    only where a backend says, e.g. Helion's compiler)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: set[str] = set()
         self.paused = 0
+        self.scalar_reads = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if not self.paused:
-            self.ops.add(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            if name not in ALLOWED_OPS:
+                if from_user_code(sys._getframe(1)):
+                    self.ops.add(name)
+            elif name in COPIES:
+                if _to_host(name, args, kwargs) and from_user_code(sys._getframe(1)):
+                    self.ops.add("host:copy_to_host")
+            elif name == "_local_scalar_dense" and from_user_code(sys._getframe(1)):
+                self.scalar_reads += 1
+                if self.scalar_reads > ITEM_LIMIT:
+                    self.ops.add("host:item")
+        return func(*args, **kwargs)
 
     def compute_ops(self) -> list[str]:
         return sorted(op for op in self.ops if op not in ALLOWED_OPS)
@@ -72,6 +107,8 @@ class Guards:
     def __init__(self, warm: bool = True) -> None:
         self.launches: dict[str, int] = {}
         self.recorder: OpRecorder | None = None
+        self.watch = Watch()
+        watch.install(self.watch)
         self._snapshot = self._targets()
         if warm:
             warm_dispatch()  # before the candidate is imported and long before the GPU is held
@@ -81,20 +118,26 @@ class Guards:
     def _count(self, name: str) -> None:
         self.launches[name] = self.launches.get(name, 0) + 1
 
-    def wrap_launch(self, run, name_of):
-        """`run` (a kernel launcher taking the kernel first) counting each launch as `name_of(kernel)`; ops that
-        the launch itself dispatches are not recorded as the candidate's PyTorch compute."""
+    def wrap_launch(self, run, name_of, pause_recorder: bool = True):
+        """`run` (a kernel launcher taking the kernel first) counting each launch as `name_of(kernel)`.
+
+        `pause_recorder=False` (Triton): the op recorder stays on during the launch, and what the launcher's own code
+        dispatches is told apart by who called (`watch.from_user_code`), so PyTorch work in code the candidate hands
+        to the launch (pre-run hooks, a grid function, an interpreted kernel body) is recorded. The default pauses it
+        for the whole launch: for a language whose kernels are themselves PyTorch code run on this machine (a test
+        language), not for one whose launcher calls user callbacks."""
         guards = self
 
         @functools.wraps(run)
         def launch(kernel, *args, **kwargs):
-            if guards.recorder is not None:
-                guards.recorder.paused += 1
+            recorder = guards.recorder if pause_recorder else None
+            if recorder is not None:
+                recorder.paused += 1
             try:
                 out = run(kernel, *args, **kwargs)
             finally:
-                if guards.recorder is not None:
-                    guards.recorder.paused -= 1
+                if recorder is not None:
+                    recorder.paused -= 1
             if not kwargs.get("warmup", False):
                 guards._count(name_of(kernel))
             return out
@@ -169,6 +212,8 @@ class Guards:
             "channel.send_msg": channel.send_msg,
             "channel._write_frame": channel._write_frame,
             "timing.time_calls": timing.time_calls,
+            "timing._clock": timing._clock,
+            "timing._elapsed": timing._elapsed,
             "torch.no_grad": torch.no_grad,
             "sys.modules[torch]": sys.modules.get("torch"),
         }

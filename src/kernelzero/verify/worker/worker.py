@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
+from kernelzero.verify.sandbox.channel_auth import signed_writer
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
 from kernelzero.verify.worker.seal import CleanRunner, seal
@@ -87,9 +88,14 @@ class Worker:
 
         The judge asks for this before it takes the GPU, so builds never hold a GPU.
         """
-        send_msg(self.out, self._import(req))
+        reply = self._import(req)  # first: it replaces `self.out` with the signed writer
+        send_msg(self.out, reply)
 
     def _import(self, req: dict[str, Any]) -> dict[str, Any]:
+        key = req.pop("auth_key", None)
+        if key is not None:  # every reply from now on is tagged (channel.py, "Authentication"); the key is held
+            self.out = signed_writer(self.out, key)  # only in that writer's closure, which only this object holds
+            del key
         self.device = req["device"]
         self.guards = Guards(warm=self.warm_dispatch_first(req))
         for name in req["hooks"]:  # each backend counts its own launches (verify/backends/<name>/hook.py)
@@ -107,6 +113,7 @@ class Worker:
             module = importlib.util.module_from_spec(spec)
             pin_classes(FileTensor, IpcTensor)
             seal()
+            self.guards.watch.armed = True  # from here on, the candidate's code runs (worker/watch.py)
             sys.modules["candidate"] = module
             self.runner.run(spec.loader.exec_module, module)
         except SyntaxError as exc:
@@ -232,19 +239,26 @@ class Worker:
     def run(self, req: dict[str, Any]) -> None:
         lent = any(isinstance(x, IpcTensor) for x in req["inputs"])  # the judge reads those itself
         inputs = self._prepare(req["inputs"])
+        watch = self.guards.watch
         try:
+            watch.in_forward = True
             with self.guards.observe(record_ops=True) as modes:
                 outs = self._forward(inputs, modes)
                 if self.device.startswith("cuda"):
                     torch.cuda.synchronize()
         except BaseException as exc:
             return self.reply_error(exc, "correctness")
+        finally:
+            watch.in_forward = False
+            watch.end_call(1)
         if outs is None:
             return
+        host, probes = watch.take()
         tensors_in = [] if lent else [x for x in inputs if isinstance(x, torch.Tensor)]
         report = {
             "launches": dict(self.guards.launches),
-            "torch_ops": self.guards.last_ops,
+            "torch_ops": sorted(set(self.guards.last_ops) | set(host)),
+            "probes": probes,
             "tampered": self.guards.tampered(),
             "output_problem": output_problem(outs, inputs),
             "bf16": any(hook.bf16_seen() for hook in self.hooks),
@@ -269,8 +283,8 @@ class Worker:
         outputs of every timed and audit call go back: the judge checks all of them, so no call can tell whether
         it is checked, and no call sees contents an earlier call saw (warm-ups included), so a result cached by
         pointer, object or content saves nothing. Audit calls (`audit`: the timed positions they come before,
-        drawn by the judge) run untimed with the PyTorch op recorder, so a candidate that computes with PyTorch
-        only in timed calls cannot know which of its calls are watched.
+        drawn by the judge) run untimed with the PyTorch op recorder; host compute and probes of the watch state
+        are seen on every call (worker/watch.py), so a candidate cannot safely compute with PyTorch when unwatched.
         """
         sets = [self._prepare(s) for s in req["sets"]]
         warmup, audit = req["warmup"], dict(zip(req.get("audit", []), range(len(req.get("audit", []))), strict=True))
@@ -299,19 +313,26 @@ class Worker:
                     without_kernel.append(pos)
                 outs.append(got)
 
+        watch = self.guards.watch
         try:
+            watch.in_forward = True  # the whole block, once: nothing is switched between watched and timed calls
             timed = list(range(warmup, first_audit))
             times = time_calls(
                 call, timed, warmup, self.device, req["host_check"], audit_call, warmup_keys=list(range(warmup))
             )
         except BaseException as exc:
             return self.reply_error(exc, "timing")
+        finally:
+            watch.in_forward = False
+            watch.end_call(len(sets))
+        host, probes = watch.take()
         reply = {
             "ok": True,
             "times_ms": times,
             "n_out": len(outs[0]) if outs else 0,
             "calls_without_kernel": len(without_kernel),
-            "torch_ops": sorted(audit_ops),
+            "torch_ops": sorted(audit_ops | set(host)),
+            "probes": probes,
             "tampered": self.guards.tampered(),
         }
         send_msg(self.out, reply, [t for got in outs + audited for t in got])

@@ -1,7 +1,9 @@
 """Triton's worker hook: runs in the candidate's process before the candidate is imported.
 
 - Launch counting: `JITFunction.run` (on a GPU) or the interpreter's `InterpretedFunction.run` (without one) is
-  wrapped so each launch of the candidate's own kernels counts (`guards.wrap_launch`).
+  wrapped so each launch of the candidate's own kernels counts (`guards.wrap_launch`). The op recorder is not paused
+  for the launch: only Triton's own code is exempt (`worker/watch.py`), so PyTorch in a pre-run hook, a grid
+  function or an interpreted kernel body is the candidate's.
 - Without a GPU: the interpreter's bounds checks (`interp.install_guards`) and inputs with guard gaps between
   buffers (`interp.padded_clone`), and whether a launch saw bf16 (the interpreter's bf16 is unreliable).
 - `gpu_compile(forward, arch)`: the compile check for the target GPU (`compile.py`), asked for by the judge's
@@ -47,7 +49,7 @@ def install(guards, device: str, interpret: bool) -> TritonHook | None:
 
         hook = TritonHook(interp.install_guards(), interp.padded_clone)
     cls = interpreter.InterpretedFunction if interpret else jit.JITFunction
-    cls.run = guards.wrap_launch(cls.run, _kernel_name)
+    cls.run = guards.wrap_launch(cls.run, _kernel_name, pause_recorder=False)  # only Triton's internals exempt
     return hook
 
 
