@@ -17,3 +17,16 @@ def judge_pids() -> set[int]:
         if b"kernelzero.verify.judge.launch" in cmd and me in cmd:
             found.add(int(pid))
     return found
+
+
+PRIVATE_ROOTS = ("/tmp", "/dev/shm", "/var/tmp")  # the sandbox mounts a fresh tmpfs over each (verify/sandbox/box.py)
+
+
+def shared_folder_root() -> Path:
+    """Where a test may make a folder that sandboxed processes see too: this tests folder, unless the checkout lives
+    under a folder the sandbox makes private (a clone in /tmp: CI), then the home folder (setup.sh lets the
+    sandbox uids traverse it)."""
+    here = Path(__file__).resolve().parent
+    if any(str(here) == root or str(here).startswith(root + "/") for root in PRIVATE_ROOTS):
+        return Path.home()
+    return here

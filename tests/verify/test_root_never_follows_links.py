@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from judges import shared_folder_root
 
 from kernelzero.verify import options_for, verify
 from kernelzero.verify.backends.cuda.capture import CaptureError, capture_load_inline
@@ -98,7 +99,7 @@ def test_the_compile_check_runs_in_a_folder_of_its_own(tmp_path):
     """A correct Triton candidate whose first worker replaces folders of its own with links (to a place that does
     not exist): the compile check's worker starts in a fresh folder, root lays out nothing in the candidate's (the
     old layout there met the links: mkdir on them failed here, chown followed them where the drop works)."""
-    shared = Path(__file__).resolve().parent / f".kz-cwds-{os.getpid()}-{tmp_path.name}"  # not in the private /tmp
+    shared = shared_folder_root() / f".kz-cwds-{os.getpid()}-{tmp_path.name}"  # not in the private /tmp
     shared.mkdir(mode=0o1777)
     shared.chmod(0o1777)
     plant = f"""
