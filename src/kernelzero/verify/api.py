@@ -78,10 +78,7 @@ def unsafe_marked(verdict: Verdict, opts: VerifyOptions) -> Verdict:
     return replace(verdict, notes=(UNSAFE_NOTE, *verdict.notes))
 
 
-def _verify(
-    task: Task, candidate: str, backend: str, options: VerifyOptions | None, standby: Standby | None
-) -> Verdict:
-    opts = options or options_for()
+def _verify(task: Task, candidate: str, backend: str, opts: VerifyOptions, standby: Standby | None) -> Verdict:
     record = get_backend(backend)
     source = extract_code(candidate)
     rejected = precheck(task, source, backend, opts)

@@ -177,27 +177,26 @@ class Judge:
 
     def _gpu_peaks(self, started: StartedWorker) -> tuple[dict[str, float], list[str]]:
         """GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
-        channel._gpu_peak) and the judge's own; what the memory lease's estimate is checked against."""
-        peaks = {}
+        channel._gpu_peak) and the judge's own, and notes: when they pass the lease, and with KZ_GPU_TRACE each
+        reply's (command, allocated, reserved, export) GiB in order."""
+        peaks, notes, used = {}, [], 0.0
+        if self.device == "cuda" and torch.cuda.is_initialized():
+            used = peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
         for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
             for cmd, peak in worker.gpu_peaks.items():
                 peaks[f"gpu_peak_gib_{role}_{cmd}"] = round(peak / GIB, 3)
-        if self.device == "cuda" and torch.cuda.is_initialized():
-            peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
-        trace = []
-        roles = {"ref": self.ref.worker.gpu_peaks, "cand": started.worker.gpu_peaks}
-        used = sum(max(p.values(), default=0) for p in roles.values()) / GIB + peaks.get("gpu_peak_gib_judge", 0.0)
+            used += max(worker.gpu_peaks.values(), default=0) / GIB
+            if os.environ.get("KZ_GPU_TRACE"):
+                steps = " ".join(f"{c}:{a / GIB:.2f}/{r / GIB:.2f}/{e / GIB:.2f}" for c, a, r, e in worker.gpu_trace)
+                notes.append(f"GPU memory trace of the {role} (allocated/reserved/export GiB): {steps}"[:4000])
         leased = self.stage_s.get("gpu_mem_gib")
         if leased is not None and used > leased:  # the lease's estimate (memory.verification_need) fell short
-            trace.append(
+            notes.insert(
+                0,
                 f"GPU memory: the verification's processes peaked at {used:.1f} GiB (PyTorch's reserved memory and "
-                f"export copies; the judge's lent arenas come on top) over its lease of {leased:.1f} GiB"
+                f"export copies; the judge's lent arenas come on top) over its lease of {leased:.1f} GiB",
             )
-        if os.environ.get("KZ_GPU_TRACE"):  # each reply's (command, allocated, reserved, export) in GiB, in order
-            for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
-                steps = " ".join(f"{c}:{a / GIB:.2f}/{r / GIB:.2f}/{e / GIB:.2f}" for c, a, r, e in worker.gpu_trace)
-                trace.append(f"GPU memory trace of the {role} (allocated/reserved/export GiB): {steps}"[:4000])
-        return peaks, trace
+        return peaks, notes
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()

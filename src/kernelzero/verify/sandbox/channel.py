@@ -270,9 +270,10 @@ def send_msg(fd: Any, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
     header = {**header, "_tensors": specs, **_gpu_peak()}
     if isinstance(fd, int):
         _write_frame(fd, json.dumps(header).encode())
-    raw = functools.partial(_write_frame, fd) if isinstance(fd, int) else fd.raw
-    if not isinstance(fd, int):  # a channel_auth.SignedWriter: a tagged header
+        raw = functools.partial(_write_frame, fd)
+    else:  # a channel_auth.SignedWriter: a tagged header
         fd.header(header)
+        raw = fd.raw
     for t, spec in zip(cpu, specs):
         if len(spec) == 2:
             raw(t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
