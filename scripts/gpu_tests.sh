@@ -11,7 +11,8 @@
 # and every listed package must import at its version, else the script stops naming it (exit 2).
 # Knobs: KZ_TEST_JOBS (xdist workers, default nproc: GPU memory is divided by the verifier's memory lease, which every
 # verification waits for, not by a worker count), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
-# KZ_GATE_ARGS (more pytest arguments, split on spaces: `-k cheat_rejected` for a part of the gate; a part is a
+# KZ_GPU_TEST_MAX_INPUT_MIB and KZ_GATE_EXCL_S (see below), KZ_GATE_ARGS (more pytest arguments, split on spaces:
+# `-k cheat_rejected` for a part of the gate, `-k (a)or(b)` for several; a part is a
 # diagnosis, never the gate), KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
 # Exit: 0 all passed; 1 a test failed or was skipped for a missing package; 2 a wheel missing or wrong; 124 the wall
 # limit stopped the run.
@@ -23,6 +24,10 @@ site="${KZ_GATE_SITE:-/tmp/kz-gate-site}"
 wall="${KZ_GATE_WALL_S:-470}"
 export PYTHONUNBUFFERED=1 KZ_TIMING_BUDGET_S="${KZ_TIMING_BUDGET_S:-0.05}" PYTHONPATH="$site:src"
 export KZ_VERDICT_LOG="$out/gpu_verdicts.jsonl"  # every verify() verdict, stage times included (verify/api.py)
+# One input set of a fixture's or cheat's task at most this large (tests/verify/fixtures.py gpu_sized): at bench sizes
+# 16 verifications side by side waited a median 73 s for GPU memory (H200, 2026-12-02); 0 keeps the bench sizes.
+export KZ_GPU_TEST_MAX_INPUT_MIB="${KZ_GPU_TEST_MAX_INPUT_MIB:-128}"
+[ "$KZ_GPU_TEST_MAX_INPUT_MIB" = 0 ] && unset KZ_GPU_TEST_MAX_INPUT_MIB
 rm -f "$KZ_VERDICT_LOG"
 export KZ_GIT_COMMIT="${KZ_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
@@ -69,9 +74,11 @@ jobs="${KZ_TEST_JOBS:-$(nproc)}"
 left=$((wall - SECONDS))
 echo "pytest: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, $left s in all;" \
   "table: $table"
-# Tests marked gpu_exclusive hold GPU memory outside the leases (a foreign tenant): they run after the rest, alone.
+# Tests marked gpu_exclusive hold GPU memory outside the leases (a foreign tenant) or most of the GPU (8 x 20 GB): they
+# run after the rest, one at a time, in the last KZ_GATE_EXCL_S seconds (default 120).
 excl=$(grep -c "mark.gpu_exclusive" tests/verify/test_memory_lease.py)
-PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$((left - 60 * (excl > 0)))" python3 -m pytest -p gpu_table \
+excl_s="${KZ_GATE_EXCL_S:-120}"
+PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$((left - excl_s * (excl > 0)))" python3 -m pytest -p gpu_table \
   -p no:cacheprovider -q -rfE -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
   --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" -m "not gpu_exclusive" \
   --gpu-table "$table" "${gate_all[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1

@@ -44,7 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fixtures import load_task  # noqa: E402
+from fixtures import gpu_sized, load_task  # noqa: E402
 from naive_harness import run_naive  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,7 +251,7 @@ def test_cheat_rejected_gpu(cheat: Cheat):
 
     budget = float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3"))  # per side; scripts/gpu_tests.sh uses less
     options = cheat.verify_options(device="cuda", timing_budget_s=budget)
-    verdict = verify(load_task(cheat.task_key), cheat.source, cheat.backend, options)
+    verdict = verify(gpu_sized(load_task(cheat.task_key)), cheat.source, cheat.backend, options)
     assert verdict.status in cheat.expect.split("|"), (
         f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}, got {verdict.status}: {verdict.message}\n"
         f"why: {cheat.why}\nlog: {verdict.error_log[-1500:]}"

@@ -119,6 +119,22 @@ def test_header_errors(tmp_path: Path):
 
 
 # -- CPU -------------------------------------------------------------------------------------------
+def test_gpu_sized_caps_one_input_set_only_when_asked(monkeypatch):
+    """The gate's cap (KZ_GPU_TEST_MAX_INPUT_MIB) shrinks a bench-size task until one input set fits, keeps a task
+    already under it, and changes nothing when unset."""
+    big = fx.load_task("kz-basic:level1/21_GELU")
+    bench = fx.input_bytes(big)
+    assert bench > 256 << 20, bench  # the bench size is what the gate cannot afford 16 of
+    monkeypatch.delenv(fx.MAX_INPUT_ENV, raising=False)
+    assert fx.gpu_sized(big) is big
+    monkeypatch.setenv(fx.MAX_INPUT_ENV, "64")
+    small = fx.gpu_sized(big)
+    assert small.sizes and 0 < fx.input_bytes(small) <= 64 << 20
+    assert fx.input_bytes(small) > 8 << 20  # halved step by step, not cut to a smoke size
+    monkeypatch.setenv(fx.MAX_INPUT_ENV, str((bench >> 20) + 1))
+    assert fx.gpu_sized(big) is big
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("f", TRITON, ids=_ids(TRITON))
 def test_triton_fixture_cpu(f: fx.Fixture):
@@ -162,7 +178,8 @@ def _gpu_selected() -> list[fx.Fixture]:
 @pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("f", _gpu_selected(), ids=_ids(_gpu_selected()))
 def test_fixture_gpu(f: fx.Fixture):
-    """One fixture at bench sizes on the GPU against `expect`; a correct one must report a timing and a speedup.
+    """One fixture at bench sizes (or the gate's cap: fixtures.gpu_sized) on the GPU against `expect`; a correct
+    one must report a timing and a speedup.
 
     One test per fixture, so pytest-xdist spreads them over its workers (the memory lease divides the GPU) and
     each gets its own row in scripts/gpu_tests.sh's table; select some with `-k`.

@@ -184,14 +184,15 @@ def _cuda_available() -> bool:
 @pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("c", CASES, ids=_ids(CASES))
 def test_helion_fixture_gpu(c: Case):
-    """One Helion fixture or cheat at bench sizes against `expect` (one test each: xdist spreads them, the gate's
-    table has a row for each; select some with `-k`); a correct one must report a timing and a speedup."""
+    """One Helion fixture or cheat at bench sizes (or the gate's cap: fixtures.gpu_sized) against `expect` (one test
+    each: xdist spreads them, the gate's table has a row for each; select some with `-k`); a correct one must report
+    a timing and a speedup."""
     pytest.importorskip("helion")
     from kernelzero.verify import verify
 
     start = time.monotonic()
     opts = c.verify_options(device="cuda", timing_budget_s=float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3")))
-    verdict = verify(fx.load_task(c.task_key), c.path.read_text(), "helion", opts)
+    verdict = verify(fx.gpu_sized(fx.load_task(c.task_key)), c.path.read_text(), "helion", opts)
     print(f"{c.name}: {verdict.status} (want {c.expect}) in {time.monotonic() - start:.1f} s{fx.timing_note(verdict)}")
     assert verdict.status == c.expect, _describe(c, verdict, c.expect)
     if c.expect == "correct":

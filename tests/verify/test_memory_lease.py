@@ -208,6 +208,7 @@ def get_init_inputs():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_exclusive  # 8 x 62 GB leases would hold every other test of the gate back: it runs at the end
 def test_eight_verifications_of_a_20_gb_task_at_once_all_get_their_true_verdicts():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
