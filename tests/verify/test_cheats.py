@@ -213,11 +213,17 @@ def test_naive_harness_controls(path: str, task_key: str, passes: bool):
     assert result.passed is passes, f"{path}: {result.reason}"
 
 
+GPU_NAIVE = [c for c in CHEAT_LIST if "gpu" in c.naive]
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
-@pytest.mark.parametrize("cheat", CHEAT_LIST, ids=IDS)
+@pytest.mark.parametrize("cheat", GPU_NAIVE, ids=[c.name for c in GPU_NAIVE])
 def test_cheat_passes_naive_harness_gpu(cheat: Cheat):
+    """The cheats that fool a naive harness only on a GPU (`naive: gpu`), proved there; every other cheat is proved
+    on CPU by `test_cheat_passes_naive_harness` in CI. (All 55 here cost the GPU gate 40-115 s each for the CUDA ones,
+    their builds beside 16 verifications: H200, 2026-12-02.)"""
     result = run_naive(_smoke(cheat), cheat.source, candidate_first="candidate-first" in cheat.naive, device="cuda")
     assert result.passed, (
         f"{cheat.name} does not fool the naive harness on a GPU: {result.reason}\n{result.log[-1500:]}"
