@@ -97,6 +97,7 @@ if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
   rc=124
 fi
 if grep -q "| skipped (missing package) |" "$table" && [ "$rc" -eq 0 ]; then rc=1; fi
+python3 scripts/gate_stages.py "$KZ_VERDICT_LOG" >> "$table"  # where the verifications' time went
 grep -vE "^\| .* \| passed \| " "$table" | tail -n 60
 echo "GPU gate: exit $rc after $SECONDS s (full table: $table, log: $out/gpu_tests.log)"
 exit "$rc"

@@ -104,3 +104,27 @@ def test_a_run_killed_midway_keeps_the_rows_it_finished(tmp_path: Path):
     rows = _rows(table)
     assert rows == {"test_b.py::test_first": ["passed", rows["test_b.py::test_first"][1], ""]}
     assert "passed," not in table.read_text()  # no summary: the run never finished
+
+
+def test_gate_stages_sums_the_verdict_logs_durations(tmp_path: Path):
+    """scripts/gate_stages.py: durations per stage over the verdicts (not wall-clock stamps, sizes or per-call
+    ms), statuses counted, a line that is not JSON counted and skipped, a missing log said."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gate_stages
+
+    log = tmp_path / "verdicts.jsonl"
+    rows = [
+        {"status": "correct", "stage_seconds": {"total": 10.0, "gpu_mem_wait": 4.0, "gpu_lease_at": 1.7e9}},
+        {"status": "mismatch", "stage_seconds": {"total": 30.0, "gpu_mem_gib": 12.0, "ref_forward_ms": 3.0}},
+        {"status": "format_error", "stage_seconds": {}},
+    ]
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
+    text = gate_stages.summary(log)
+    assert "(3 verdicts)" in text and "correct 1, mismatch 1, format_error 1" in text
+    assert "| total | 2 | 30.00 | 30.00 | 30.00 | 40.0 |" in text
+    assert "| gpu_mem_wait | 1 | 4.00 |" in text
+    assert "gpu_lease_at" not in text and "gpu_mem_gib" not in text and "ref_forward_ms" not in text
+    assert "1 line(s) of the log were not JSON" in text
+    assert "No verdict log" in gate_stages.summary(tmp_path / "absent.jsonl")
