@@ -28,6 +28,10 @@ export KZ_VERDICT_LOG="$out/gpu_verdicts.jsonl"  # every verify() verdict, stage
 # 16 verifications side by side waited a median 73 s for GPU memory (H200, 2026-12-02); 0 keeps the bench sizes.
 export KZ_GPU_TEST_MAX_INPUT_MIB="${KZ_GPU_TEST_MAX_INPUT_MIB:-128}"
 [ "$KZ_GPU_TEST_MAX_INPUT_MIB" = 0 ] && unset KZ_GPU_TEST_MAX_INPUT_MIB
+# One solo-reference timing per task for the whole run (tests/verify/fixtures.py gate_options): timing the reference
+# alone holds the whole GPU, and at 740daf5 it was 343 s of 2,330 s of verification, plus the waits it caused.
+export KZ_GPU_TEST_BASELINES="${KZ_GPU_TEST_BASELINES:-/tmp/kz-gate-baselines}"
+rm -rf "$KZ_GPU_TEST_BASELINES"
 rm -f "$KZ_VERDICT_LOG"
 export KZ_GIT_COMMIT="${KZ_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 

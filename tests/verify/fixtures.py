@@ -68,7 +68,22 @@ class Fixture:
     def verify_options(self, **overrides):
         from kernelzero.verify import options_for
 
-        return options_for(**{**self.options, **overrides})
+        return options_for(**{**self.options, **gate_options(overrides)})
+
+
+BASELINES_ENV = "KZ_GPU_TEST_BASELINES"
+
+
+def gate_options(overrides: dict) -> dict:
+    """`overrides` with the GPU gate's shared solo-reference cache (`baselines_dir`) when KZ_GPU_TEST_BASELINES is
+    set (scripts/gpu_tests.sh sets a fresh folder) and the verification is on a GPU. Why: every verification times
+    its reference alone first, holding the whole GPU while 15 others wait (H200, 2026-12-02: 343 s of 2,330 s of
+    verification in the solo reference, and the waits it caused); the gate verifies 17 tasks about 130 times. The
+    cache is per task, sizes, precision, profile, torch version and GPU, as in `kernelzero eval --baselines`."""
+    folder = os.environ.get(BASELINES_ENV)
+    if folder and overrides.get("device") == "cuda":
+        return {"baselines_dir": folder, **overrides}
+    return overrides
 
 
 def _value(text: str) -> Any:

@@ -16,6 +16,8 @@ defence and fixtures). Its header:
     # expect-cpu: compiled               optional: the status without a GPU (smoke sizes), or `skip`
                                          when a CPU run cannot observe the cheat
     # options: trials=5                  optional VerifyOptions overrides (key=value ...)
+    # sizes: bench                       optional: on a GPU always at the task's bench sizes, never the gate's cap
+                                         (fixtures.gpu_sized): its status needs a long kernel (a >10x speedup)
     # why: one line                      what the cheat does and which defence must catch it
 
 Tests:
@@ -23,7 +25,9 @@ Tests:
   (tests/verify/naive_harness.py): proof it is a real cheat. `naive: gpu` fixtures need a GPU.
 - `test_cheat_rejected`: `verify()` at smoke sizes without a GPU gives `expect-cpu` (or `expect`).
 - `test_cheat_rejected_gpu`, `test_cheat_passes_naive_harness_gpu` (marked gpu): the same on a GPU,
-  `expect` at the task's bench sizes (timing cheats need real sizes to look >10x faster).
+  `expect` at the task's bench sizes, or the GPU gate's cap on them (KZ_GPU_TEST_MAX_INPUT_MIB) unless the
+  header says `sizes: bench` (timing cheats need real sizes to look >10x faster). Only the `naive: gpu` cheats
+  are proved against the naive harness on a GPU.
 
 The verifier is asked with `options_for(profile, policy=policy)`, profile = the policy's name.
 
@@ -44,13 +48,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fixtures import gpu_sized, load_task  # noqa: E402
+from fixtures import gate_options, gpu_sized, load_task  # noqa: E402
 from naive_harness import run_naive  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "kernels" / "cheat"
 COVERAGE_DOC = ROOT / "docs" / "threat_model_coverage.md"
-KEYS = ("task", "backend", "attack", "policy", "naive", "expect", "expect-cpu", "options", "why")
+KEYS = ("task", "backend", "attack", "policy", "naive", "expect", "expect-cpu", "options", "sizes", "why")
 REQUIRED = ("task", "backend", "attack", "policy", "expect", "why")
 POLICIES = ("strict", "kernelbench")
 NAIVE_FLAGS = ("gpu", "candidate-first")
@@ -71,6 +75,7 @@ class Cheat:
     why: str
     naive: frozenset[str] = frozenset()
     options: dict[str, Any] = field(default_factory=dict)
+    bench_sizes: bool = False  # `sizes: bench`: never under the GPU gate's size cap
 
     @property
     def name(self) -> str:
@@ -87,7 +92,7 @@ class Cheat:
     def verify_options(self, **overrides):
         from kernelzero.verify import options_for
 
-        return options_for(self.policy, policy=self.policy, **{**self.options, **overrides})
+        return options_for(self.policy, policy=self.policy, **{**self.options, **gate_options(overrides)})
 
 
 def _options(text: str, path: Path) -> dict[str, Any]:
@@ -133,6 +138,8 @@ def parse_cheat(path: Path) -> Cheat:
     cpu = fields.get("expect-cpu", fields["expect"])
     if cpu != "skip" and not set(cpu.split("|")) <= set(STATUSES):
         raise ValueError(f"{path}: expect-cpu {cpu!r} is neither a status (or a|b of them) nor 'skip'")
+    if fields.get("sizes", "bench") != "bench":
+        raise ValueError(f"{path}: sizes must be 'bench' (or absent), got {fields['sizes']!r}")
     naive = frozenset(f.strip() for f in fields.get("naive", "").split(",") if f.strip())
     if naive - set(NAIVE_FLAGS):
         raise ValueError(f"{path}: naive flags must be among {NAIVE_FLAGS}, got {sorted(naive)}")
@@ -147,6 +154,7 @@ def parse_cheat(path: Path) -> Cheat:
         why=fields["why"],
         naive=naive,
         options=_options(fields.get("options", ""), path),
+        bench_sizes="sizes" in fields,
     )
 
 
@@ -174,6 +182,19 @@ def test_cheat_headers_and_count():
         assert "class ModelNew" in cheat.source, cheat.name
         if cheat.backend == "cuda":
             assert "gpu" in cheat.naive, f"{cheat.name}: a CUDA cheat can only fool a naive harness on a GPU"
+
+
+def test_sizes_header_keeps_bench_sizes_and_takes_nothing_else(tmp_path):
+    """`sizes: bench` marks the cheats whose status needs a long kernel (a speedup past the cap): the memo and
+    stream cheats; any other value is an error naming the file."""
+    marked = {c.name for c in CHEAT_LIST if c.bench_sizes}
+    assert {"cuda_static_cache", "content_hash_cache", "side_stream_py"} <= marked
+    assert all(c.expect == "unconfirmed_speedup" for c in CHEAT_LIST if c.bench_sizes)
+    head = (CHEATS / "side_stream_py.py").read_text().replace("# sizes: bench", "# sizes: smoke")
+    bad = tmp_path / "bad_sizes.py"
+    bad.write_text(head)
+    with pytest.raises(ValueError, match="bad_sizes.py: sizes must be 'bench'"):
+        parse_cheat(bad)
 
 
 def test_coverage_doc_lists_every_fixture_and_class():
@@ -257,7 +278,8 @@ def test_cheat_rejected_gpu(cheat: Cheat):
 
     budget = float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3"))  # per side; scripts/gpu_tests.sh uses less
     options = cheat.verify_options(device="cuda", timing_budget_s=budget)
-    verdict = verify(gpu_sized(load_task(cheat.task_key)), cheat.source, cheat.backend, options)
+    task = load_task(cheat.task_key)
+    verdict = verify(task if cheat.bench_sizes else gpu_sized(task), cheat.source, cheat.backend, options)
     assert verdict.status in cheat.expect.split("|"), (
         f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}, got {verdict.status}: {verdict.message}\n"
         f"why: {cheat.why}\nlog: {verdict.error_log[-1500:]}"

@@ -135,6 +135,17 @@ def test_gpu_sized_caps_one_input_set_only_when_asked(monkeypatch):
     assert fx.gpu_sized(big) is big
 
 
+def test_gate_options_share_the_solo_reference_cache_only_on_a_gpu_when_asked(monkeypatch):
+    monkeypatch.delenv(fx.BASELINES_ENV, raising=False)
+    assert fx.gate_options({"device": "cuda"}) == {"device": "cuda"}
+    monkeypatch.setenv(fx.BASELINES_ENV, "/tmp/kz-gate-baselines-test")
+    assert fx.gate_options({"device": "cuda"})["baselines_dir"] == "/tmp/kz-gate-baselines-test"
+    assert "baselines_dir" not in fx.gate_options({"device": "cpu"})
+    assert fx.gate_options({"device": "cuda", "baselines_dir": "mine"})["baselines_dir"] == "mine"  # a test's own
+    f = next(f for f in fx.load_fixtures() if f.name == "correct/triton_gelu")
+    assert f.verify_options(device="cuda").baselines_dir == "/tmp/kz-gate-baselines-test"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("f", TRITON, ids=_ids(TRITON))
 def test_triton_fixture_cpu(f: fx.Fixture):

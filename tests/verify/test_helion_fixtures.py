@@ -55,6 +55,7 @@ class Case:
     def verify_options(self, **overrides):
         from kernelzero.verify import options_for
 
+        overrides = fx.gate_options(overrides)
         if self.policy:
             return options_for(self.policy, policy=self.policy, **{**self.options, **overrides})
         return options_for(**{**self.options, **overrides})

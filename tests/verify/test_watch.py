@@ -1,7 +1,7 @@
 """The first filter out of the candidate's reach (issue 25, item 4): replies the judge can authenticate
 (sandbox/channel.py), ops attributed by who called, host compute and probes reported (worker/watch.py), and watched
 calls that look like timed ones from inside. The cheat fixtures relay_rewrite_reply, hook_compute_prerun,
-numpy_host_gemm, probe_dispatch_stack and probe_own_timing check the same through the verifier (test_cheats.py)."""
+numpy_host_compute, probe_dispatch_stack and probe_own_timing check the same through the verifier (test_cheats.py)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@
 # policy: kernelbench
 # expect: unconfirmed_speedup
 # expect-cpu: skip
+# sizes: bench
 # why: memoises outputs keyed on the shape and the first 64 input values and replays them (after a one-element decoy launch) when an input set recurs, as with KernelBench's single timing input or rotated input sets; outputs stay correct, only the time is fake, so the implausible speedup must fail a stricter re-verification with fresh inputs on every call (CPU: nothing is timed)
 import torch
 import torch.nn as nn
