@@ -47,7 +47,9 @@ def _drain(queue: JobQueue, runner: JobRunner, ids: list[int], timeout_s: float 
 
 def test_a_request_that_makes_the_verifier_raise_gets_task_broken_alone(tmp_path):
     task = _task()
-    broken = replace(task, name="broken", source="raise RuntimeError('this reference cannot be imported')\n")
+    broken = replace(
+        task, name="broken", source=task.source + "\nraise RuntimeError('this reference cannot be imported')\n"
+    )
     queue = JobQueue(tmp_path / "service.sqlite")
     runner = JobRunner(queue, jobs=2, store=VerdictStore(tmp_path / "service.sqlite"), options=SERVER)
     ids = queue.submit(

@@ -56,6 +56,7 @@ from kernelzero.service.contract import fault_of, infra_verdict_of
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.schema import BodyError, RequestIn, parse_request
 from kernelzero.service.store import VerdictStore
+from kernelzero.service.task_checks import task_problem
 from kernelzero.types import Task, Verdict, from_dict, to_dict
 from kernelzero.verify import options_for
 from kernelzero.verify.judge.run import budget_s
@@ -193,14 +194,20 @@ class JobQueue:
     def submit(self, requests: list[dict | RequestIn]) -> list[int]:
         """Validate and enqueue requests (all or none); return their job ids in order.
 
-        Raises BodyError (a ValueError): 422 naming the request and field that does not validate, 429 when full.
+        Raises BodyError (a ValueError): 422 naming the request and field that does not validate or whose task code
+        fails its static checks (service/task_checks.py), 429 when full.
         """
-        rows = []
+        rows, problems = [], {}  # task source -> what its static checks found (one check per distinct task)
         for i, request in enumerate(requests):
             try:
                 parsed = request if isinstance(request, RequestIn) else parse_request(request)
             except BodyError as exc:
                 raise BodyError(exc.code, f"request {i}: {exc.detail}") from None
+            source = parsed.task.source
+            if source not in problems:
+                problems[source] = task_problem(source)
+            if problems[source]:
+                raise BodyError(422, f"request {i}: task.source: {problems[source]}")
             rows.append(json.dumps(stored_request(parsed)))
         if self.retention is not None:
             self.retention.make_room()
