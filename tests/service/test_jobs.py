@@ -202,3 +202,27 @@ def test_a_full_database_refuses_new_jobs_when_only_unfinished_ones_fill_it(tmp_
         queue.submit([_request(_task(), NO_KERNEL)])
     assert err.value.code == 429 and "the service's database is full" in err.value.detail
     assert queue.counts()["queued"] == 3  # unfinished jobs are never deleted
+
+
+def test_a_claim_the_database_refuses_ends_the_stream_in_order_and_the_jobs_run_later(tmp_path):
+    """A claim that fails (the file locked past the queue's timeout) is logged and ends that stream without
+    raising; nothing is left running, and the jobs run once the database answers again."""
+    db = tmp_path / "service.sqlite"
+    queue = JobQueue(db, timeout_s=0.2)
+    runner = JobRunner(queue, jobs=2, store=VerdictStore(db), options=SERVER)
+    ids = queue.submit([_request(_task(), NO_KERNEL, trials=t) for t in (1, 2)])
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        assert runner.run_once() == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert queue.counts()["running"] == 0
+    assert [j["status"] for j in _drain(queue, runner, ids)] == ["no_kernel", "no_kernel"]
+
+
+def test_retention_bounds_must_be_positive(tmp_path):
+    for keep_days, max_db_mb in ((0, 10), (1, -1)):
+        with pytest.raises(ValueError, match="must be positive"):
+            Retention(tmp_path / "service.sqlite", keep_days=keep_days, max_db_mb=max_db_mb)
