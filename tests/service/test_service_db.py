@@ -89,6 +89,7 @@ def test_the_database_is_private_and_old_jobs_and_verdicts_are_deleted(server):
 
 
 def test_task_code_that_fails_the_static_checks_is_refused_at_the_door(server):
+    """And a malformed Task.tie_prone, which the judge would only fail on later."""
     task = gelu_task()
     cases = [
         (task.source + "\nimport subprocess\n", "imports subprocess: starts processes"),
@@ -105,6 +106,10 @@ def test_task_code_that_fails_the_static_checks_is_refused_at_the_door(server):
         }
         code, text = post(server["url"], body, TOKEN)
         assert code == 422 and "request 1: task.source" in text and named in text, (code, text[:500])
+    for tie_prone, named in (({"0": "output 0 dim -1"}, "its own values"), ({"x": "input 0 dim 1"}, "not an output")):
+        body = {"requests": [request_dict(replace(task, tie_prone=tie_prone), NO_KERNEL, "triton", {})]}
+        code, text = post(server["url"], body, TOKEN)
+        assert code == 422 and "request 0: task.tie_prone" in text and named in text, (code, text[:500])
 
 
 def test_task_code_runs_in_the_sandbox_and_cannot_reach_the_server(server):

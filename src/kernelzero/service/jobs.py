@@ -56,7 +56,7 @@ from kernelzero.service.contract import fault_of, infra_verdict_of
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.schema import BodyError, RequestIn, parse_request
 from kernelzero.service.store import VerdictStore
-from kernelzero.service.task_checks import task_problem
+from kernelzero.service.task_checks import task_problem, tie_problem
 from kernelzero.types import Task, Verdict, from_dict, to_dict
 from kernelzero.verify import options_for
 from kernelzero.verify.judge.run import budget_s
@@ -208,6 +208,9 @@ class JobQueue:
                 problems[source] = task_problem(source)
             if problems[source]:
                 raise BodyError(422, f"request {i}: task.source: {problems[source]}")
+            tie = tie_problem(parsed.task.tie_prone)
+            if tie:
+                raise BodyError(422, f"request {i}: task.tie_prone: {tie}")
             rows.append(json.dumps(stored_request(parsed)))
         if self.retention is not None:
             self.retention.make_room()

@@ -1,6 +1,7 @@
 """The static checks a client's task code passes before the service takes it (POST /v1/verify answers 422).
 
     task_problem(source)    # "" when the task's code passes, else what is wrong, with line numbers
+    tie_problem(tie_prone)  # "" when Task.tie_prone is well formed ({"2": "output 0 dim -1"}), else why not
 
 A task's code is as untrusted as a candidate's. It runs only in the verifier's sandbox, in the reference role
 (verify/judge/reference.py: its own uid, PID, mount and network namespaces); nothing of it is imported or run in
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from kernelzero.tasks.module import needs_download
+from kernelzero.tasks.module import needs_download, parse_tie_spec
 from kernelzero.verify.static import check_python, parse
 
 CONTRACT = {"Model": ast.ClassDef, "get_inputs": ast.FunctionDef, "get_init_inputs": ast.FunctionDef}
@@ -44,3 +45,18 @@ def task_problem(source: str) -> str:
         return ""
     more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
     return "refused by the static checks: " + "; ".join(f"line {v.line}: {v.message}" for v in found[:3]) + more
+
+
+def tie_problem(tie_prone: dict[str, str]) -> str:
+    """'' when every entry of `Task.tie_prone` is `"OUTPUT": "output N dim D" | "input N dim D"` (tasks/module.py),
+    not selecting from its own output; else what is wrong (the judge would only fail on it later)."""
+    for key, text in tie_prone.items():
+        if not (key.isascii() and key.isdigit()):
+            return f"key {key[:20]!r} is not an output index (0, 1, ...)"
+        try:
+            spec = parse_tie_spec(text)
+        except ValueError as exc:
+            return str(exc)
+        if spec.source == "output" and spec.index == int(key):
+            return f"output {key} cannot select from its own values"
+    return ""
