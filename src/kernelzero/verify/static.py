@@ -228,10 +228,11 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def check_python(source: str) -> list[Violation]:
-    """Violations in a candidate's Python source (empty when clean or unparsable)."""
+def check_python(source: str, tree: ast.Module | None = None) -> list[Violation]:
+    """Violations in a candidate's Python source (empty when clean or unparsable); `tree`: its syntax tree, when the
+    caller parsed it already."""
     try:
-        tree = parse(source)
+        tree = tree or parse(source)
     except SyntaxError:
         return []
     visitor = _Visitor()
