@@ -109,19 +109,27 @@ def test_job_ids_deep_json_and_head(server):
 
 def test_valid_jobs_complete_beside_requests_that_make_the_verifier_raise(server):
     """A task whose reference raises on import passes validation but makes the verifier raise: its job gets the
-    verdict `task_broken`, with the reason; the valid jobs in the same POST and beside it complete."""
+    verdict `task_broken`, with the reason; the valid jobs in the same POST and beside it complete. Issue 27: a
+    120 KB candidate `1+1+...` made the server's own ast.parse raise RecursionError and stranded a neighbour
+    `running`; it is `format_error` now, and its neighbours complete."""
     client = Client(server["url"], token=TOKEN)
     task = gelu_task()
-    broken = replace(task, name="broken", source="raise RuntimeError('this reference cannot be imported')\n")
+    broken = replace(
+        task, name="broken", source=task.source + "\nraise RuntimeError('this reference cannot be imported')\n"
+    )
+    deep = "class ModelNew:\n    pass\n\nx = " + "+".join(["1"] * 60_000) + "\n"
     ids = client.submit([(task, GELU, "triton", {"trials": 1}), (broken, GELU, "triton", {})])
     ids += client.submit([(task, NO_KERNEL, "triton", {"trials": 2}), (task, "not python (", "triton", {})])
+    ids += client.submit([(task, deep, "triton", {}), (task, NO_KERNEL, "triton", {"trials": 3})])
     deadline = time.monotonic() + 120
     while any(client.job(i)["state"] in ("queued", "running") for i in ids):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     jobs = [client.job(i) for i in ids]
-    assert [j["state"] for j in jobs] == ["done"] * 4
-    assert [j["status"] for j in jobs] == ["correct", "task_broken", "no_kernel", "format_error"]
+    assert [j["state"] for j in jobs] == ["done"] * 6
+    statuses = ["correct", "task_broken", "no_kernel", "format_error", "format_error", "no_kernel"]
+    assert [j["status"] for j in jobs] == statuses
+    assert "nested too deeply" in jobs[4]["verdict"]["message"]
     broken_verdict = client.result(ids[1])  # the client reads it as any verdict: no ServiceError
     assert broken_verdict.message.startswith("the task itself is broken") and broken_verdict.stage == "reference"
     assert "cannot be imported" in broken_verdict.message and "Not your fault" in broken_verdict.feedback

@@ -1,14 +1,14 @@
 """The verdict store (keys, concurrent writers, what is not stored) and the local pool."""
 
 import multiprocessing
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.store import VerdictStore, request_key
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.types import Task, Verdict
-from kernelzero.verify import options_for
+from kernelzero.verify import VerifyOptions, options_for
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 TASK = Task("t", "import torch\nn = 4\n")
@@ -27,11 +27,44 @@ def _verdict(status="correct", stage="done", task="t") -> Verdict:
     )
 
 
+def _changed(value):
+    """A value of the same kind as `value` but different from it (every field type of Task and VerifyOptions)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, dict):
+        return {**value, "changed": {"n": 1} if value and isinstance(next(iter(value.values())), dict) else "1"}
+    if value is None:
+        return 1
+    raise AssertionError(f"no changed value for {value!r}: extend _changed")
+
+
+def test_every_field_of_task_and_options_is_in_the_key():
+    """Issue 27: the key omitted Task.tie_prone and a wrong verdict was served. Walking dataclasses.fields makes a
+    field added later part of this test too."""
+    task = Task("t", "import torch\nn = 4\n", suite="s", level=1, problem_id=3, sizes={"n": 2}, atol=0.01, note="n")
+    task = replace(task, presets={"smoke": {"n": 1}}, rtol=0.02, tie_prone={"1": "output 0 dim -1"})
+    opts = options_for()
+    base = request_key(task, "code", "triton", opts, "cpu")
+    keys = {base}
+    for f in fields(Task):
+        changed = request_key(replace(task, **{f.name: _changed(getattr(task, f.name))}), "code", "triton", opts, "cpu")
+        assert changed != base, f"Task.{f.name} is not in the store key"
+        keys.add(changed)
+    for f in fields(VerifyOptions):
+        changed = replace(opts, **{f.name: _changed(getattr(opts, f.name))})
+        assert request_key(task, "code", "triton", changed, "cpu") != base, f"VerifyOptions.{f.name} is not in the key"
+        keys.add(request_key(task, "code", "triton", changed, "cpu"))
+    assert len(keys) == 1 + len(fields(Task)) + len(fields(VerifyOptions))
+
+
 def test_key_changes_with_each_part_of_the_request():
     opts = options_for()
     base = request_key(TASK, "code", "triton", opts, "cpu")
     assert base == request_key(TASK, "```python\ncode\n```", "triton", opts, "cpu")  # same extracted code
-    assert base == request_key(TASK, "code", "triton", replace(opts, baselines_dir="x"), "cpu")
     others = [
         request_key(TASK, "code2", "triton", opts, "cpu"),
         request_key(TASK, "code", "cuda", opts, "cpu"),

@@ -4,7 +4,12 @@
         --option device=cpu --option compile_check=false
 
 Jobs and verdicts live in one SQLite file (`--db`: tables `jobs` and `verdicts`), so a restart,
-even after SIGKILL, loses no job and verifies no finished job again. Routes: kernelzero.service.http;
+even after SIGKILL, loses no job and verifies no finished job again. One server per file: a second
+`kernelzero serve` on the same `--db` stops at start-up naming the first (service/database.py, a lock
+beside the file). The file is kept bounded (`--keep-days`, `--max-db-mb`: old finished jobs and verdicts
+are deleted and the space given back) and private to the server's user (mode 0600). The server refuses
+to start where the sandbox cannot be set up (every task's and candidate's code runs in it), unless
+`--unsafe-no-sandbox`. Routes: kernelzero.service.http;
 what clients may send: kernelzero.service.schema. `--option NAME=VALUE` sets the server's own verifier
 options (any VerifyOptions field; the value is read as JSON, else as a string): sandbox, device, limits
 and the rest that clients may not set.
@@ -60,11 +65,40 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="a server-side verifier option (VerifyOptions field), e.g. device=cpu; repeatable",
     )
+    _database_arguments(p)
     p.add_argument(
         "--unsafe-no-sandbox",
         action="store_true",
         help="UNSAFE: run clients' candidates without the sandbox (never beyond a trusted machine); verdicts say so",
     )
+
+
+def _database_arguments(p: argparse.ArgumentParser) -> None:
+    """The database's bounds (issue 27: it only grew, about 13 MiB/s under one sequential client)."""
+    p.add_argument(
+        "--keep-days",
+        type=float,
+        default=30.0,
+        help="finished jobs and stored verdicts older than this are deleted (default 30 days)",
+    )
+    p.add_argument(
+        "--max-db-mb",
+        type=float,
+        default=4096.0,
+        help="the database's size bound (MiB, its WAL included): past it the oldest finished jobs and verdicts "
+        "are deleted first; new jobs get 429 while unfinished ones alone fill it (default 4096)",
+    )
+
+
+def open_database(db: Path, keep_days: float, max_db_mb: float):
+    """The server's hold on `db` (its lock, kept for the process's life; DatabaseBusy when another server has it)
+    and its retention policy, before anything reads the queue."""
+    from kernelzero.service.database import Retention, hold, prepare
+
+    retention = Retention(db, keep_days=keep_days, max_db_mb=max_db_mb)  # bad bounds fail before the lock
+    lock = hold(db)
+    prepare(db)
+    return lock, retention
 
 
 def server_options(items: list[str]) -> dict:
@@ -200,9 +234,11 @@ def run(args: argparse.Namespace) -> int:
 
     plan_for(options_for(**options))  # SandboxUnavailable: the server refuses to start, nothing runs
     db = args.db.resolve()
+    _lock, retention = open_database(db, args.keep_days, args.max_db_mb)
     root = private_tmp()
     keep = start_reaper(root)
-    queue = JobQueue(db, max_queued=args.max_queued)  # puts jobs a killed server left running back to queued
+    # puts jobs a killed server left running back to queued (or fails those lost twice)
+    queue = JobQueue(db, max_queued=args.max_queued, retention=retention)
     runner = JobRunner(queue, jobs=args.jobs, store=VerdictStore(db), options=options).start()
     app = create_app(queue, token=token, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
     print(
@@ -225,8 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelzero serve", description="the verification service over HTTP")
     _arguments(parser)
     args = parser.parse_args(argv)
+    from kernelzero.verify.sandbox.box import SandboxUnavailable
+
     try:
         return run(args)
+    except SandboxUnavailable as exc:  # as `kernelzero serve` answers it (cli/__init__.py)
+        print(f"kernelzero serve: refused: {exc}", file=sys.stderr)
+        return 3
     except ValueError as exc:
         print(f"kernelzero serve: error: {exc}", file=sys.stderr)
         return 2

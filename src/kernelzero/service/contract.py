@@ -68,6 +68,11 @@ def fault_of(req: VerifyRequest, exc: BaseException) -> Verdict:
     return fault_verdict(req.task, extract_code(req.candidate), req.backend, req.options, exc)
 
 
+def infra_verdict_of(req: VerifyRequest, message: str) -> Verdict:
+    """The `infra_error` verdict (stage `runner`) of `req` that the pool could not verify, saying why."""
+    return infra_verdict(req.task, extract_code(req.candidate), req.backend, req.options, "runner", message)
+
+
 def guarded(req: VerifyRequest, run: Callable[[], Verdict | None]) -> Verdict | None:
     """`run()`, or the verdict of the exception it raised (`fault_of`), so one sample's failure becomes that
     sample's verdict and never ends a batch."""

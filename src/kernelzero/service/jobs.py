@@ -11,7 +11,8 @@ The runner adds the server's own options (`options`: sandbox, device, limits, ..
 
 - queued: waiting; running: claimed by the runner; done: the verdict is stored and never recomputed (a job whose
   verification raised is done too, with its fault verdict: `task_broken` for a broken task, else `infra_error`);
-- failed: the stored request no longer validates (only a changed kernelzero gets there); `error` says why.
+- failed: the stored request no longer validates (only a changed kernelzero gets there), or the job was running
+  when a server died twice (`MAX_LOST`, below); `error` says why.
 
 Guarantees (each tested in tests/service/):
 - Isolation: the pool turns one request's exception into that request's verdict, so its neighbours complete. Should
@@ -22,7 +23,16 @@ Guarantees (each tested in tests/service/):
 - Coalescing: identical requests in flight (the same validated request) share one verification.
 - Restart: `JobQueue(path)` puts jobs left `running` by a killed server back to `queued` (`recover()`); a
   done job is never claimed again, and one whose verdict was stored before the kill is answered from the
-  verdict store; `finish()` only moves a job from running to done, so a job completes once.
+  verdict store; `finish()` only moves a job from running to done, so a job completes once. A server stopped
+  in order gives its open jobs back (`release`) without counting them.
+- No crash loop: every job found `running` at start-up counts one loss (column `lost`); such a job is then
+  verified alone (claimed in a batch of its own, nothing else in flight), so a second death happens with it
+  alone; a job lost `MAX_LOST` (2) times is failed with that reason instead of being queued again. A task or
+  candidate that kills (or hangs, until someone kills) its server thus costs two restarts, and the jobs queued
+  behind it run.
+- Re-check in parallel: when the pool's stream ends early, the open requests are verified again side by side,
+  each within what is left of its own time budget (`budget_s`: its judge's limit, counted from when it was
+  handed to the pool), so no job waits for another's limits; past it, a job gets `infra_error` (stage runner).
 - Readable records: verdicts are stored and returned with non-finite floats as null, texts as valid UTF-8.
 
 The runner pulls jobs from SQLite a few at a time (`batch`), never the whole queue, and feeds them to
@@ -35,18 +45,21 @@ import hashlib
 import json
 import logging
 import math
+import queue as queues
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kernelzero.service.contract import fault_of
+from kernelzero.service.contract import fault_of, infra_verdict_of
 from kernelzero.service.pool import VerifyRequest, verify_many
 from kernelzero.service.schema import BodyError, RequestIn, parse_request
 from kernelzero.service.store import VerdictStore
+from kernelzero.service.task_checks import task_problem, tie_problem
 from kernelzero.types import Task, Verdict, from_dict, to_dict
 from kernelzero.verify import options_for
+from kernelzero.verify.judge.run import budget_s
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +80,18 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);
 """
+MAX_LOST = 2  # a job found running at this many start-ups (its server died holding it) is failed, not queued
+LOST = (
+    f"the server died {MAX_LOST} times while this job was being verified (killed, or hung until it was killed): "
+    "its task or candidate is taken to be what ends the server, and it is not tried again"
+)
+
+
+def add_lost_column(db: sqlite3.Connection) -> None:
+    """Migration of a database made before `lost` existed (issue 27): the column, 0 for every job."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+    if "lost" not in columns:
+        db.execute("ALTER TABLE jobs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0")
 
 
 def json_safe(value):
@@ -100,19 +125,30 @@ def coalesce_key(request: dict) -> str:
 class JobQueue:
     """Verification jobs in one SQLite file (WAL), shared by the HTTP handlers and the runner thread.
 
-    `max_queued`: submit refuses (BodyError 429) a batch that would put more jobs than this in the queue.
+    `max_queued`: submit refuses (BodyError 429) a batch that would put more than this many unfinished jobs
+    (queued or running) in the database. `retention` (service/database.py): submit first makes room in a database
+    over its size bound, or refuses (429); the runner prunes by it.
     """
 
-    def __init__(self, path: str | Path, timeout_s: float = 60.0, recover: bool = True, max_queued: int = 100_000):
+    def __init__(
+        self,
+        path: str | Path,
+        timeout_s: float = 60.0,
+        recover: bool = True,
+        max_queued: int = 100_000,
+        retention=None,
+    ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
         self.max_queued = max_queued
+        self.retention = retention
         self._local = threading.local()
         self.wake = threading.Event()  # set on submit so an idle runner starts at once
         db = self._connect()
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SCHEMA)
+        add_lost_column(db)
         if recover:
             self.recover()
 
@@ -125,27 +161,67 @@ class JobQueue:
         return db
 
     def recover(self) -> int:
-        """Put jobs left `running` (by a killed server) back to `queued`; return how many."""
-        return self._connect().execute("UPDATE jobs SET state = 'queued' WHERE state = 'running'").rowcount
+        """Jobs left `running` by a server that died: each counts one loss; those lost `MAX_LOST` times are failed
+        (`LOST`), the others go back to `queued`. Returns how many went back."""
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("UPDATE jobs SET lost = lost + 1 WHERE state = 'running'")
+            db.execute(
+                "UPDATE jobs SET state = 'failed', error = ?, finished = ? WHERE state = 'running' AND lost >= ?",
+                (LOST, time.time(), MAX_LOST),
+            )
+            back = db.execute("UPDATE jobs SET state = 'queued' WHERE state = 'running'").rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return back
+
+    def release(self, job_ids: list[int]) -> int:
+        """Put running jobs of a server stopping in order back to `queued` (no loss counted); return how many."""
+        db = self._connect()
+        return sum(
+            db.execute("UPDATE jobs SET state = 'queued' WHERE id = ? AND state = 'running'", (i,)).rowcount
+            for i in job_ids
+        )
+
+    def claim_lost(self) -> tuple[int, dict] | None:
+        """Move the oldest queued job that a dead server held (`lost` > 0) to running, to be verified alone."""
+        rows = self._claim("SELECT id, request FROM jobs WHERE state = 'queued' AND lost > 0 ORDER BY id LIMIT 1", ())
+        return rows[0] if rows else None
 
     def submit(self, requests: list[dict | RequestIn]) -> list[int]:
         """Validate and enqueue requests (all or none); return their job ids in order.
 
-        Raises BodyError (a ValueError): 422 naming the request and field that does not validate, 429 when full.
+        Raises BodyError (a ValueError): 422 naming the request and field that does not validate or whose task code
+        fails its static checks (service/task_checks.py), 429 when full.
         """
-        rows = []
+        rows, problems = [], {}  # task source -> what its static checks found (one check per distinct task)
         for i, request in enumerate(requests):
             try:
                 parsed = request if isinstance(request, RequestIn) else parse_request(request)
             except BodyError as exc:
                 raise BodyError(exc.code, f"request {i}: {exc.detail}") from None
+            source = parsed.task.source
+            if source not in problems:
+                problems[source] = task_problem(source)
+            if problems[source]:
+                raise BodyError(422, f"request {i}: task.source: {problems[source]}")
+            tie = tie_problem(parsed.task.tie_prone)
+            if tie:
+                raise BodyError(422, f"request {i}: task.tie_prone: {tie}")
             rows.append(json.dumps(stored_request(parsed)))
+        if self.retention is not None:
+            self.retention.make_room()
         db, now = self._connect(), time.time()
         db.execute("BEGIN IMMEDIATE")
         try:
-            queued = db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'queued'").fetchone()[0]
+            queued = db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')").fetchone()[0]
             if queued + len(rows) > self.max_queued:
-                raise BodyError(429, f"the queue is full ({queued} jobs wait, at most {self.max_queued}); retry later")
+                raise BodyError(
+                    429, f"the queue is full ({queued} jobs not finished, at most {self.max_queued}); retry later"
+                )
             insert = "INSERT INTO jobs (request, state, created) VALUES (?, 'queued', ?)"
             ids = [db.execute(insert, (row, now)).lastrowid for row in rows]
             db.execute("COMMIT")
@@ -156,13 +232,14 @@ class JobQueue:
         return ids
 
     def claim(self, n: int) -> list[tuple[int, dict]]:
-        """Atomically move up to `n` of the oldest queued jobs to running; return (id, request) pairs."""
+        """Atomically move up to `n` of the oldest queued jobs no dead server held to running; (id, request) pairs."""
+        return self._claim("SELECT id, request FROM jobs WHERE state = 'queued' AND lost = 0 ORDER BY id LIMIT ?", (n,))
+
+    def _claim(self, select: str, args: tuple) -> list[tuple[int, dict]]:
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
-            rows = db.execute(
-                "SELECT id, request FROM jobs WHERE state = 'queued' ORDER BY id LIMIT ?", (n,)
-            ).fetchall()
+            rows = db.execute(select, args).fetchall()
             now = time.time()
             for job_id, _ in rows:
                 db.execute(
@@ -237,6 +314,7 @@ class JobRunner:
         self.verifications = 0
         self.inflight: dict[str, list[int]] = {}  # coalesce key -> ids of the jobs waiting for its verdict
         self.requests: dict[str, VerifyRequest] = {}  # coalesce key -> its request, while in flight
+        self.deadlines: dict[str, float] = {}  # coalesce key -> when its time budget ends (monotonic seconds)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kz-job-runner", daemon=True)
 
@@ -245,9 +323,19 @@ class JobRunner:
         return self
 
     def stop(self, timeout: float | None = None) -> None:
+        """Stop claiming, wait up to `timeout` for the thread, then give the jobs still open back to the queue."""
         self._stop.set()
         self.queue.wake.set()
         self._thread.join(timeout)
+        self.queue.release(self._open_ids())
+
+    def _open_ids(self) -> list[int]:
+        for _ in range(5):  # the runner thread may change `inflight` meanwhile: copy it again
+            try:
+                return [job_id for ids in list(self.inflight.values()) for job_id in ids]
+            except RuntimeError:
+                continue
+        return []
 
     def _request(self, job_id: int, request: dict, key: str) -> VerifyRequest | None:
         """The job's VerifyRequest with the server's options; None (the job failed) if it no longer validates."""
@@ -255,35 +343,53 @@ class JobRunner:
             parsed = parse_request(request)
             task = from_dict(Task, parsed.task.model_dump())
             opts = options_for(**{**self.options, **parsed.options.overrides()})
-        except (ValueError, TypeError) as exc:  # validated on submit: only a changed kernelzero gets here
-            self.queue.fail(job_id, f"invalid request: {exc}")
+        except Exception as exc:  # validated on submit: only a changed kernelzero gets here
+            self.queue.fail(job_id, f"invalid request: {type(exc).__name__}: {exc}")
             return None
         return VerifyRequest(task, parsed.candidate, parsed.backend, opts, tag=key)
 
     def _pending(self) -> Iterator[VerifyRequest]:
         """Queued jobs as requests, claimed `batch` at a time while verify_many asks; ends when none is queued.
-        A job identical to one in flight joins it instead of being verified again. A claimed batch is registered
-        in `inflight` whole before its first request is yielded, so `_isolate` finds every claimed job should the
-        stream end early."""
+        A job a dead server held comes first and alone (the stream ends after it). A job identical to one in
+        flight joins it instead of being verified again. A claimed batch is registered in `inflight` whole before
+        its first request is yielded, so `_isolate` finds every claimed job should the stream end early; a claim
+        that fails (SQLite) ends the stream in order, so the requests in flight still get their verdicts."""
+        lost = self._claim(self.queue.claim_lost) if not self.inflight else None
+        if lost:
+            yield from self._register(lost)
+            return
         while not self._stop.is_set():
-            rows = self.queue.claim(self.batch)
+            rows = self._claim(lambda: self.queue.claim(self.batch))
             if not rows:
                 return
-            fresh = []
-            for job_id, request in rows:
-                key = coalesce_key(request)
-                if key in self.inflight:
-                    self.inflight[key].append(job_id)
-                    continue
-                req = self._request(job_id, request, key)
-                if req is not None:
-                    self.inflight[key], self.requests[key] = [job_id], req
-                    self.verifications += 1
-                    fresh.append(req)
-            yield from fresh
+            yield from self._register(rows)
+
+    def _claim(self, claim) -> list[tuple[int, dict]]:
+        try:
+            found = claim()
+        except Exception:  # the database failed (locked past the timeout, disk full): end this stream in order
+            log.exception("claiming jobs failed")
+            return []
+        return [found] if isinstance(found, tuple) else (found or [])
+
+    def _register(self, rows: list[tuple[int, dict]]) -> list[VerifyRequest]:
+        fresh = []
+        for job_id, request in rows:
+            key = coalesce_key(request)
+            if key in self.inflight:
+                self.inflight[key].append(job_id)
+                continue
+            req = self._request(job_id, request, key)
+            if req is not None:
+                self.inflight[key], self.requests[key] = [job_id], req
+                self.deadlines[key] = time.monotonic() + budget_s(req.options)
+                self.verifications += 1
+                fresh.append(req)
+        return fresh
 
     def _finish(self, key: str, verdict: Verdict) -> int:
         self.requests.pop(key, None)
+        self.deadlines.pop(key, None)
         return sum(self.queue.finish(job_id, verdict) for job_id in self.inflight.pop(key, []))
 
     def run_once(self) -> int:
@@ -292,32 +398,60 @@ class JobRunner:
         try:
             for req, verdict in verify_many(self._pending(), jobs=self.jobs, store=self.store):
                 finished += self._finish(req.tag, verdict)
-        except Exception as exc:  # the stream ended early: verify what is open one by one, keep the others
+        except Exception as exc:  # the stream ended early: verify what is open again, side by side
             left = len(self.requests)
-            log.warning("the pool raised %s; verifying the %d open requests one by one", type(exc).__name__, left)
+            log.warning("the pool raised %s; verifying the %d open requests again", type(exc).__name__, left)
             finished += self._isolate()
         return finished
 
     def _isolate(self) -> int:
-        """Verify each open request of the claimed batches alone: one that raises gets its fault verdict
-        (`contract.fault_of`); the others' verdicts were stored while the pool wound down and come back from the
-        store."""
+        """Verify each open request of the claimed batches again, each alone in a thread of its own, all side by
+        side; each job is finished as soon as its own answer comes. One that raises gets its fault verdict
+        (`contract.fault_of`); verdicts stored while the pool wound down come back from the store; a request whose
+        time budget ends first gets `infra_error` (stage runner) and is not waited for."""
+        answers: queues.Queue = queues.Queue()
+        waiting = dict(self.requests)
+        for key, req in waiting.items():
+            if self.deadlines.get(key, 0.0) > time.monotonic():
+                threading.Thread(target=lambda k=key, r=req: answers.put((k, self._alone(r))), daemon=True).start()
         finished = 0
-        for key, req in list(self.requests.items()):
+        while waiting:
+            first = min(waiting, key=lambda k: self.deadlines.get(k, 0.0))
             try:
-                [(_, verdict)] = list(verify_many([req], jobs=1, store=self.store, standby=0))
-            except Exception as exc:
-                verdict = fault_of(req, exc)
-            finished += self._finish(key, verdict)
+                key, verdict = answers.get(timeout=max(0.0, self.deadlines.get(first, 0.0) - time.monotonic()))
+            except queues.Empty:
+                spent = budget_s(waiting[first].options)
+                message = f"the pool failed while this request was in it, and its time budget ({spent:.0f} s) ran out"
+                key, verdict = first, infra_verdict_of(waiting[first], message)
+            if waiting.pop(key, None) is not None:
+                finished += self._finish(key, verdict)
         return finished
+
+    def _alone(self, req: VerifyRequest) -> Verdict:
+        try:
+            [(_, verdict)] = list(verify_many([req], jobs=1, store=self.store, standby=0))
+        except Exception as exc:
+            verdict = fault_of(req, exc)
+        return verdict
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.queue.wake.clear()
             try:
                 busy = self.run_once()
+                self._prune()
             except Exception:  # the queue itself failed (disk full, say): log, wait, try again
                 log.exception("the job runner failed")
                 busy = 0
             if busy == 0:
                 self.queue.wake.wait(self.idle_s)
+
+    def _prune(self) -> None:
+        """The database's retention policy (service/database.py), when a prune is due."""
+        retention = self.queue.retention
+        if retention is not None and retention.due():
+            pruned = retention.prune()
+            if pruned["jobs"] or pruned["verdicts"]:
+                log.info(
+                    "retention: deleted %(jobs)d jobs and %(verdicts)d verdicts; the database is %(mb)s MiB", pruned
+                )

@@ -4,10 +4,12 @@
     key = request_key(task, source, "triton", opts, device="NVIDIA H200")
     verdict = store.get(key) or store.put(key, verify(task, source, "triton", opts))
 
-A request's key hashes everything that decides its verdict: the task hash (source, sizes,
-tolerances), the candidate's extracted source, the backend, the verifier options (the cache
-folder for reference timings excluded), the device's name and the versions of Python, torch,
-Triton and kernelzero. The store is one SQLite file in WAL mode with a busy timeout, so several
+A request's key is the full identity of what was verified: every field of the Task (its name, source,
+sizes, presets, tolerances, note and `tie_prone` alike: a field that is not in the key could make the
+store answer a request it never verified), the candidate's extracted source (all `verify()` reads of a
+completion), the backend, every field of the VerifyOptions, the device's name and the versions of
+Python, torch, Triton, kernelzero and the verifier's own code. tests/service/test_store_pool.py walks
+`dataclasses.fields` of Task and VerifyOptions, so a field added later enters the key by construction. The store is one SQLite file in WAL mode with a busy timeout, so several
 processes (eval runs, training workers) can read and write it at once; a write is one
 `INSERT OR IGNORE`, so two writers of the same key keep the first verdict.
 
@@ -28,7 +30,6 @@ from pathlib import Path
 
 from kernelzero import __version__
 from kernelzero.extract import extract_code
-from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Task, Verdict, is_skipped, to_dict, verdict_from_dict
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.verdicts import versions
@@ -42,14 +43,6 @@ CREATE TABLE IF NOT EXISTS verdicts (
     created REAL NOT NULL
 )
 """
-VOLATILE_OPTIONS = (
-    "baselines_dir",
-    "build_cache",
-    "gpu_index",
-    "cuda_ipc",
-    "gpu_mem_gb",
-    "gpu_alone",
-)  # where a verification runs does not change it
 
 
 def default_path() -> Path:
@@ -76,12 +69,11 @@ def library_versions() -> dict[str, str]:
 
 def request_key(task: Task, candidate: str, backend: str, opts: VerifyOptions, device: str) -> str:
     """The store key of one verification request (sha256, hex)."""
-    options = {k: v for k, v in asdict(opts).items() if k not in VOLATILE_OPTIONS}
     payload = {
-        "task": task_hash(task),
+        "task": to_dict(task),
         "source": extract_code(candidate),
         "backend": backend,
-        "options": options,
+        "options": asdict(opts),
         "device": device,
         "versions": library_versions(),
     }

@@ -14,7 +14,7 @@ from kernelzero.verify.judge.run import run_judge
 from kernelzero.verify.judge.standby import Standby
 from kernelzero.verify.options import VerifyOptions, options_for
 from kernelzero.verify.sandbox.process import UNSAFE_NOTE, plan_for
-from kernelzero.verify.static import check_candidate
+from kernelzero.verify.static import check_candidate, parse
 from kernelzero.verify.verdicts import early_verdict
 
 
@@ -23,7 +23,7 @@ def format_problem(source: str) -> str:
     if not source.strip():
         return "no code found in the completion"
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
         return f"not valid Python: line {exc.lineno}: {exc.msg}"
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):

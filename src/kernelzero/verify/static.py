@@ -17,6 +17,7 @@ import ast
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 
 from kernelzero.types import Backend
@@ -93,6 +94,20 @@ CPP_RULES = [
         "changes device settings",
     ),
 ]
+
+
+_PARSE = threading.Lock()  # CPython 3.11 keeps the AST constructor's recursion depth per interpreter, not per
+# thread: two threads parsing at once raised "SystemError: AST constructor recursion depth mismatch" (issue 27)
+
+
+def parse(source: str) -> ast.Module:
+    """`ast.parse`, one thread of this process at a time. SyntaxError also for code nested too deeply to build a
+    tree of (a `1+1+...` of 60,000 terms makes ast.parse raise RecursionError): it is not valid Python for us."""
+    with _PARSE:
+        try:
+            return ast.parse(source)
+        except (RecursionError, MemoryError):
+            raise SyntaxError("the code is nested too deeply to parse", ("<source>", 1, 1, "")) from None
 
 
 @dataclass(frozen=True)
@@ -213,10 +228,11 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def check_python(source: str) -> list[Violation]:
-    """Violations in a candidate's Python source (empty when clean or unparsable)."""
+def check_python(source: str, tree: ast.Module | None = None) -> list[Violation]:
+    """Violations in a candidate's Python source (empty when clean or unparsable); `tree`: its syntax tree, when the
+    caller parsed it already."""
     try:
-        tree = ast.parse(source)
+        tree = tree or parse(source)
     except SyntaxError:
         return []
     visitor = _Visitor()
@@ -254,7 +270,7 @@ def check_cpp(sources: list[str]) -> list[Violation]:
 def string_literals(source: str) -> list[str]:
     """String constants of a Python source long enough to hold C++ code (load_inline sources)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return []
     return [
@@ -274,7 +290,7 @@ def has_kernel_construct(source: str, backend: Backend | str) -> bool:
     """
     record = get_backend(backend) if isinstance(backend, str) else backend
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return True  # the format check reports it
     return backend_module(record, "static").has_kernel(tree)
@@ -293,7 +309,7 @@ def check_candidate(source: str, backend: Backend | str) -> list[Violation]:
     own_rules = getattr(backend_module(record, "static"), "violations", None)  # optional: the language's own rules
     if own_rules is not None:
         try:
-            found += own_rules(ast.parse(source))
+            found += own_rules(parse(source))
         except SyntaxError:
             pass  # the format check reports it
     return found

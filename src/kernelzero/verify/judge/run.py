@@ -116,6 +116,12 @@ def run_judge(
     return replace(verdict, stage_seconds={**verdict.stage_seconds, "total": round(time.monotonic() - start, 3)})
 
 
+def budget_s(opts: VerifyOptions) -> float:
+    """The wall time one judge may take once it holds its GPU memory lease: the build, each trial's and the other
+    stages' run-time floor, and a margin for start-up."""
+    return opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
+
+
 RETRY = "retry: "  # _judge_once's reason for a fault worth a second try alone
 MAX_LEASE_WAIT_S = 3600.0  # a judge waits this long for its GPU memory lease at most (then: infra_error)
 
@@ -126,7 +132,7 @@ def _judge_once(
     """One judge process: (its verdict, None, "") or (None, why not, its output's tail); `why` starts with RETRY
     when the fault is worth a second try alone. The time budget counts from when the judge holds its memory lease
     (it touches the lease marker), so waiting for memory is never the candidate's time."""
-    budget = opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
+    budget = budget_s(opts)
     with tempfile.TemporaryDirectory(prefix="kz-verify-") as tmp:
         request, result, marker = Path(tmp, "request.json"), Path(tmp, "result.json"), Path(tmp, "leased")
         payload = {"task": to_dict(task), "source": source, "backend": to_dict(backend), "options": asdict(opts)}
