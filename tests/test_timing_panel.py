@@ -10,7 +10,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -125,3 +127,84 @@ def test_dry_run_names_a_size_the_task_lacks(tmp_path: Path, monkeypatch):
     )
     tasks, problems = tp.plan(str(data), tp.CASES)
     assert tasks == {} and len(problems) == 1 and "nope" in problems[0]
+
+
+def _fake_verdict(speedup: float | None, status: str = "correct"):
+    timing = SimpleNamespace(median_ms=1.0) if speedup else None
+    ref = SimpleNamespace(median_ms=speedup) if speedup else None
+    return SimpleNamespace(
+        status=status,
+        speedup_eager=speedup,
+        timing=timing,
+        ref_eager=ref,
+        timing_check="confirmed",
+        message="",
+        task="t",
+    )
+
+
+class _FakePool:
+    """LocalPool's surface the loaded phase uses; every verification reads 1.92x."""
+
+    made: list = []
+
+    def __init__(self, per_gpu: int, build_jobs: int):
+        self.per_gpu, self.calls, self.standby = per_gpu, [], SimpleNamespace(close=lambda: None)
+        _FakePool.made.append(self)
+
+    def run_one(self, req):
+        self.calls.append(req.task.name)
+        time.sleep(0.01)
+        return _fake_verdict(1.92)
+
+
+def _measure(tmp_path: Path, monkeypatch, budget_s: float, cases: str) -> tuple[str, list[dict], str]:
+    """measure() with the GPU's parts faked: do_bench reads 1.0 / 2.0 ms, each fresh verification 2.0x."""
+    pytest.importorskip("triton")
+    import timing_panel_gpu as tpg
+    import torch
+
+    import kernelzero.service.pool as pool
+    import kernelzero.verify as kv
+    import kernelzero.verify.backends.cuda.build_cache as bc
+    import kernelzero.verify.backends.cuda.hook as hook
+
+    data = tmp_path / "kb.jsonl"
+    _tiny_dataset(data)
+    monkeypatch.setattr(tpg, "do_bench_case", lambda case, task, workdir: (1.0, 2.0, True))
+    monkeypatch.setattr(tpg, "prebuild_cuda", lambda case: None)
+    monkeypatch.setattr(kv, "verify", lambda task, source, backend, opts: _fake_verdict(2.0))
+    monkeypatch.setattr(pool, "LocalPool", _FakePool)
+    monkeypatch.setattr(hook, "install_cache_hook", lambda *a: None)
+    monkeypatch.setattr(bc, "ensure_readable", lambda p: p)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "fake GPU")
+    out = tmp_path / "panel.md"
+    args = tp.main.__globals__["argparse"].Namespace(
+        dataset=str(data), out=out, budget_s=budget_s, repeats=3, loaded_repeats=2, pool_per_gpu=3, loaded_s=1.0
+    )
+    chosen = tp.pick(cases)
+    tasks, problems = tp.plan(str(data), chosen)
+    assert not problems
+    captured = []
+    monkeypatch.setattr(tpg.Clock, "per_verification", lambda self: 0.01)
+    assert tpg.measure(args, chosen, tasks, time.monotonic()) == 0
+    captured = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+    return out.read_text(), captured, str(_FakePool.made[-1].calls) if _FakePool.made else ""
+
+
+def test_measure_writes_rows_then_the_loaded_column(tmp_path: Path, monkeypatch):
+    _FakePool.made = []
+    text, records, calls = _measure(tmp_path, monkeypatch, 200.0, "swish,rmsnorm_cuda")
+    rows = [line for line in text.splitlines() if line.startswith("| swish") or line.startswith("| rmsnorm_cuda")]
+    assert len(rows) == 2 and "pending" not in text
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[5] == "2.000" and cells[7] == "2.000, 2.000, 2.000" and cells[10] == "+0.0%"
+    assert cells[12] == "1.920, 1.920" and cells[13] == "-4.0%" and cells[14] == "yes"  # 1 ms: within 5%
+    assert [r["phase"] for r in records].count("kz") == 6 and [r["phase"] for r in records].count("loaded") == 4
+    assert "level1/25_Swish" in calls and "level1/36_RMSNorm_" in calls
+
+
+def test_measure_skips_what_the_budget_cannot_hold(tmp_path: Path, monkeypatch):
+    _FakePool.made = []
+    text, records, _ = _measure(tmp_path, monkeypatch, 0.0, "swish,gelu")
+    assert "Not run (budget): swish, gelu." in text and records == []
