@@ -229,14 +229,16 @@ def loaded_phase(rows: list[Row], args, clock: Clock, log) -> None:
                 print(f"    load lane {k % args.pool_per_gpu}: {v.task} {v.status}", flush=True)
                 k += args.pool_per_gpu
                 continue
-            if clock.fits(2.0):
-                start = time.monotonic()
-                mine = VerifyRequest(row.task, (tp.HERE / row.case.candidate).read_text(), row.case.backend, opts)
-                v = pool.run_one(mine)
-                row.loaded.append(log(run_record(row.case, "loaded", v, time.monotonic() - start)))
-                print(f"  {row.case.id} loaded: {v.status} speedup {v.speedup_eager} {v.message[:100]}", flush=True)
-            with lock:
-                left[0] -= 1
+            try:  # the count goes down whatever happens, so the other lanes always stop
+                if clock.fits(3.0):  # loaded runs take longer; else dropped (the row says how many it got)
+                    start = time.monotonic()
+                    mine = VerifyRequest(row.task, (tp.HERE / row.case.candidate).read_text(), row.case.backend, opts)
+                    v = pool.run_one(mine)
+                    row.loaded.append(log(run_record(row.case, "loaded", v, time.monotonic() - start)))
+                    print(f"  {row.case.id} loaded: {v.status} speedup {v.speedup_eager} {v.message[:100]}", flush=True)
+            finally:
+                with lock:
+                    left[0] -= 1
 
     lanes = [threading.Thread(target=lane, args=(k,), daemon=True) for k in range(args.pool_per_gpu)]
     for t in lanes:
