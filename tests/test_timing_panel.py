@@ -6,6 +6,7 @@ The row math runs on made-up numbers; the dry run reads a tiny KernelBench-style
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -158,7 +159,9 @@ class _FakePool:
         return _fake_verdict(1.92)
 
 
-def _measure(tmp_path: Path, monkeypatch, budget_s: float, cases: str) -> tuple[str, list[dict], str]:
+def _measure(
+    tmp_path: Path, monkeypatch, budget_s: float, cases: str, do_bench=lambda case, task, workdir: (1.0, 2.0, True)
+) -> tuple[str, list[dict], str]:
     """measure() with the GPU's parts faked: do_bench reads 1.0 / 2.0 ms, each fresh verification 2.0x."""
     pytest.importorskip("triton")
     import timing_panel_gpu as tpg
@@ -171,7 +174,7 @@ def _measure(tmp_path: Path, monkeypatch, budget_s: float, cases: str) -> tuple[
 
     data = tmp_path / "kb.jsonl"
     _tiny_dataset(data)
-    monkeypatch.setattr(tpg, "do_bench_case", lambda case, task, workdir: (1.0, 2.0, True))
+    monkeypatch.setattr(tpg, "do_bench_case", do_bench)
     monkeypatch.setattr(tpg, "prebuild_cuda", lambda case: None)
     monkeypatch.setattr(kv, "verify", lambda task, source, backend, opts: _fake_verdict(2.0))
     monkeypatch.setattr(pool, "LocalPool", _FakePool)
@@ -179,17 +182,16 @@ def _measure(tmp_path: Path, monkeypatch, budget_s: float, cases: str) -> tuple[
     monkeypatch.setattr(bc, "ensure_readable", lambda p: p)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "fake GPU")
     out = tmp_path / "panel.md"
-    args = tp.main.__globals__["argparse"].Namespace(
+    args = argparse.Namespace(
         dataset=str(data), out=out, budget_s=budget_s, repeats=3, loaded_repeats=2, pool_per_gpu=3, loaded_s=1.0
     )
     chosen = tp.pick(cases)
     tasks, problems = tp.plan(str(data), chosen)
     assert not problems
-    captured = []
     monkeypatch.setattr(tpg.Clock, "per_verification", lambda self: 0.01)
     assert tpg.measure(args, chosen, tasks, time.monotonic()) == 0
-    captured = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
-    return out.read_text(), captured, str(_FakePool.made[-1].calls) if _FakePool.made else ""
+    records = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+    return out.read_text(), records, str(_FakePool.made[-1].calls) if _FakePool.made else ""
 
 
 def test_measure_writes_rows_then_the_loaded_column(tmp_path: Path, monkeypatch):
@@ -208,3 +210,15 @@ def test_measure_skips_what_the_budget_cannot_hold(tmp_path: Path, monkeypatch):
     _FakePool.made = []
     text, records, _ = _measure(tmp_path, monkeypatch, 0.0, "swish,gelu")
     assert "Not run (budget): swish, gelu." in text and records == []
+
+
+def test_a_failing_case_costs_only_its_own_row(tmp_path: Path, monkeypatch):
+    def do_bench(case, task, workdir):
+        if case.id == "swish":
+            raise RuntimeError("CUDA out of memory")
+        return 1.0, 2.0, True
+
+    _FakePool.made = []
+    text, records, _ = _measure(tmp_path, monkeypatch, 200.0, "swish,gelu", do_bench)
+    assert "| swish | triton | level1/25_Swish | failed: RuntimeError: CUDA out of memory |" in text
+    assert {r["case"] for r in records} == {"gelu"} and len(records) == 3 + 2
