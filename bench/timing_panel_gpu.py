@@ -329,7 +329,8 @@ def measure(args, cases: list[tp.Case], tasks: dict, start: float) -> int:
         try:
             item = unloaded_case(case, tasks[case.id], args, clock, log, reserve, workdir)
         except Exception as exc:  # one case's failure (a build, do_bench out of memory) must not cost the others
-            item = f"| {case.id} | {case.backend} | {case.task} | failed: {type(exc).__name__}: {str(exc)[:200]} |"
+            why = " ".join(str(exc).split())[:200].replace("|", "/")  # one line: a build log must not break the table
+            item = f"| {case.id} | {case.backend} | {case.task} | failed: {type(exc).__name__}: {why} |"
         items.append(item)
         emit(_line(item, args, final=False))
     rows = [i for i in items if isinstance(i, Row) and i.runs]

@@ -215,10 +215,10 @@ def test_measure_skips_what_the_budget_cannot_hold(tmp_path: Path, monkeypatch):
 def test_a_failing_case_costs_only_its_own_row(tmp_path: Path, monkeypatch):
     def do_bench(case, task, workdir):
         if case.id == "swish":
-            raise RuntimeError("CUDA out of memory")
+            raise RuntimeError("CUDA out of memory\n  | tried to allocate")
         return 1.0, 2.0, True
 
     _FakePool.made = []
     text, records, _ = _measure(tmp_path, monkeypatch, 200.0, "swish,gelu", do_bench)
-    assert "| swish | triton | level1/25_Swish | failed: RuntimeError: CUDA out of memory |" in text
+    assert "| swish | triton | level1/25_Swish | failed: RuntimeError: CUDA out of memory / tried to allocate |" in text
     assert {r["case"] for r in records} == {"gelu"} and len(records) == 3 + 2
