@@ -13,6 +13,9 @@ The runner adds the server's own options (`options`: sandbox, device, limits, ..
   verification raised is done too, with its fault verdict: `task_broken` for a broken task, else `infra_error`);
 - failed: the stored request no longer validates (only a changed kernelzero gets there); `error` says why.
 
+Each job records its `client` (the name of the token that submitted it; "" for the shared token or none, and for
+jobs from before clients had names), and `get(id, client=name)` finds only that client's jobs.
+
 Guarantees (each tested in tests/service/):
 - Isolation: the pool turns one request's exception into that request's verdict, so its neighbours complete. Should
   the pool's stream end anyway, the runner verifies each request of the claimed batch that is still open alone
@@ -69,6 +72,16 @@ CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);
 """
 
 
+def _add_client_column(db: sqlite3.Connection) -> None:
+    """Give `jobs` its `client` column (the submitting token's name) where a database from before it lacks it."""
+    if "client" not in [row[1] for row in db.execute("PRAGMA table_info(jobs)")]:
+        try:
+            db.execute("ALTER TABLE jobs ADD COLUMN client TEXT NOT NULL DEFAULT ''")
+        except sqlite3.OperationalError as exc:  # another process added it between the check and here
+            if "duplicate column" not in str(exc):
+                raise
+
+
 def json_safe(value):
     """`value` with non-finite floats as None and strings as valid UTF-8 (what JSON and SQLite accept)."""
     if isinstance(value, float):
@@ -113,6 +126,7 @@ class JobQueue:
         db = self._connect()
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SCHEMA)
+        _add_client_column(db)
         if recover:
             self.recover()
 
@@ -128,8 +142,8 @@ class JobQueue:
         """Put jobs left `running` (by a killed server) back to `queued`; return how many."""
         return self._connect().execute("UPDATE jobs SET state = 'queued' WHERE state = 'running'").rowcount
 
-    def submit(self, requests: list[dict | RequestIn]) -> list[int]:
-        """Validate and enqueue requests (all or none); return their job ids in order.
+    def submit(self, requests: list[dict | RequestIn], client: str = "") -> list[int]:
+        """Validate and enqueue requests (all or none) as `client`'s; return their job ids in order.
 
         Raises BodyError (a ValueError): 422 naming the request and field that does not validate, 429 when full.
         """
@@ -146,8 +160,8 @@ class JobQueue:
             queued = db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'queued'").fetchone()[0]
             if queued + len(rows) > self.max_queued:
                 raise BodyError(429, f"the queue is full ({queued} jobs wait, at most {self.max_queued}); retry later")
-            insert = "INSERT INTO jobs (request, state, created) VALUES (?, 'queued', ?)"
-            ids = [db.execute(insert, (row, now)).lastrowid for row in rows]
+            insert = "INSERT INTO jobs (request, state, created, client) VALUES (?, 'queued', ?, ?)"
+            ids = [db.execute(insert, (row, now, client)).lastrowid for row in rows]
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -192,10 +206,12 @@ class JobQueue:
         )
         return cur.rowcount == 1
 
-    def get(self, job_id: int) -> dict | None:
-        """{"id", "state", "status", "verdict" (a dict or None), "error", "attempts", "created", "finished"}."""
+    def get(self, job_id: int, client: str | None = None) -> dict | None:
+        """{"id", "state", "status", "verdict" (a dict or None), "error", "attempts", "created", "finished"}; None
+        if there is no such job, or (with `client`) it is another client's."""
         keys = ("id", "state", "status", "verdict", "error", "attempts", "created", "finished")
-        row = self._connect().execute(f"SELECT {', '.join(keys)} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        where, args = ("id = ?", (job_id,)) if client is None else ("id = ? AND client = ?", (job_id, client))
+        row = self._connect().execute(f"SELECT {', '.join(keys)} FROM jobs WHERE {where}", args).fetchone()
         if row is None:
             return None
         job = dict(zip(keys, row))
