@@ -16,9 +16,9 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from serving import GELU, NO_KERNEL, free_port, gelu_task, raw, rss_mb, start, stop  # noqa: E402
+from serving import GELU, NO_KERNEL, free_port, gelu_task, post, raw, rss_mb, start, stop  # noqa: E402
 
-from kernelzero.service.client import Client  # noqa: E402
+from kernelzero.service.client import Client, request_dict  # noqa: E402
 
 # Connections held open while jobs run (fewer where RLIMIT_NOFILE's hard limit is lower). Measured on the 2-core
 # CI-sized machine under load (2026-12-02): 5,000 connections opened and accepted in 4.5-10.5 s, 0.8-1.1 s of the
@@ -179,3 +179,24 @@ def test_idle_clients_slow_headers_and_slow_bodies_are_closed_by_their_timeouts(
             s.close()
         stop(proc)
     assert "unexpected" not in db.with_suffix(".log").read_text()  # a body cut off by the timeout is no error
+
+
+def test_bodies_are_read_a_few_at_a_time(tmp_path):
+    """--max-uploads 1: while a slow body holds the one slot, a whole valid body waits its turn (bodies in memory
+    stay at most max_uploads x max_body); it is answered once the read timeout has closed the slow one."""
+    port = free_port()
+    args = ("--max-uploads", "1", "--idle-timeout-s", "1", "--read-timeout-s", "3")
+    proc = start(tmp_path / "service.sqlite", port, tmp_path / "tmp", *args)
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as slow:
+            slow.sendall(b'POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"requests": ')
+            time.sleep(0.3)  # its handler has taken the slot
+            started = time.monotonic()
+            status, text = post(
+                f"http://127.0.0.1:{port}", {"requests": [request_dict(gelu_task(), NO_KERNEL, "triton")]}
+            )
+            waited = time.monotonic() - started
+        assert status == 200, text
+        assert 2.0 < waited < 6.0, f"answered after {waited:.2f} s"
+    finally:
+        stop(proc)

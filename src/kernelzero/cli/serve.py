@@ -77,6 +77,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="INSECURE: serve without a token (loopback only; any local user can then run code)",
     )
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body accepted (MiB)")
+    p.add_argument(
+        "--max-uploads", type=int, default=8, help="request bodies read and parsed at once; others wait their turn"
+    )
     p.add_argument("--max-queued", type=int, default=100_000, help="queued jobs at most; more get 429")
     p.add_argument(
         "--max-connections",
@@ -321,7 +324,8 @@ def run(args: argparse.Namespace) -> int:
     queue = JobQueue(db, max_queued=args.max_queued)  # puts jobs a killed server left running back to queued
     runner = JobRunner(queue, jobs=args.jobs, store=VerdictStore(db), options=options).start()
     private = server_paths(db.parent, root.parent)
-    app = create_app(queue, tokens=tokens, max_body_bytes=int(args.max_body_mb * 1024 * 1024), private=private)
+    max_body = int(args.max_body_mb * 1024 * 1024)
+    app = create_app(queue, tokens, max_body, private, max_uploads=args.max_uploads)
     print(
         f"kernelzero serve: http://{args.host}:{args.port} db={db} jobs={args.jobs} pid={os.getpid()} tmp={root} "
         f"connections<={limits.max_connections} idle<={limits.idle_s:g}s request<={limits.read_s:g}s",

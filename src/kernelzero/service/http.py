@@ -21,6 +21,7 @@ bug (tests/service/test_hostile.py fuzzes for one): it answers 500 with a one-li
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import sys
@@ -38,6 +39,7 @@ from kernelzero.service.schema import BodyError, parse_body, parse_job_id
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_UPLOADS = 8
 
 
 def _error(code: int, detail: str) -> JSONResponse:
@@ -92,11 +94,13 @@ def create_app(
     tokens: dict[str, str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     private: dict[str, str] | None = None,
+    max_uploads: int = DEFAULT_MAX_UPLOADS,
 ) -> FastAPI:
     """The service's app over `queue` (a runner verifies its jobs separately: `jobs.JobRunner`).
 
     `tokens`: client name -> token (None: no token, one client ""); `private`: {path: label} redacted from
-    what jobs return (default `server_paths()`).
+    what jobs return (default `server_paths()`); `max_uploads`: bodies read and parsed at once (the others
+    wait, about 0.3 MiB each buffered by uvicorn), so bodies hold at most `max_uploads * max_body_bytes`.
     Long because FastAPI routes are closures over the queue and the tokens: each is a few lines, and the
     whole surface a client can reach reads best in one place.
     """
@@ -105,6 +109,9 @@ def create_app(
     )
     expected = [(f"Bearer {token}".encode(), name) for name, token in tokens.items()] if tokens else None
     private = server_paths() if private is None else private
+    if max_uploads < 1:
+        raise ValueError(f"max_uploads must be at least 1, got {max_uploads}")
+    uploads = asyncio.Semaphore(max_uploads)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
@@ -137,15 +144,17 @@ def create_app(
 
     @app.post("/v1/verify")
     async def submit(request: Request):
-        body = bytearray()
-        try:
-            async for chunk in request.stream():  # chunked bodies have no Content-Length: count as they come
-                body += chunk
-                if len(body) > max_body_bytes:
-                    raise BodyError(413, f"request body over {max_body_bytes} bytes")
-        except ClientDisconnect:  # gone, or closed by the read timeout (service/connections.py): no one to answer
-            return Response(status_code=400)
-        parsed = await run_in_threadpool(parse_body, bytes(body))  # decoding and validation off the event loop
+        async with uploads:  # bodies in memory at once: max_uploads
+            body = bytearray()
+            try:
+                async for chunk in request.stream():  # chunked bodies have no Content-Length: count as they come
+                    body += chunk
+                    if len(body) > max_body_bytes:
+                        raise BodyError(413, f"request body over {max_body_bytes} bytes")
+            except ClientDisconnect:  # gone, or closed by the read timeout (service/connections.py): none to answer
+                return Response(status_code=400)
+            parsed = await run_in_threadpool(parse_body, body)  # decoding and validation off the event loop
+            del body
         ids = await run_in_threadpool(queue.submit, parsed.requests, request.state.client)
         return {"jobs": ids}
 

@@ -197,7 +197,7 @@ class _Scan:
         return value
 
 
-def parse_body(raw: bytes) -> VerifyBody:
+def parse_body(raw: bytes | bytearray) -> VerifyBody:
     """The body of POST /v1/verify; BodyError 400 (not JSON) or 422 (does not validate), naming the field.
 
     Bounded by the request count, not only by the body's size: the body is read one request at a time (each
