@@ -7,6 +7,8 @@ connection is closed; idle clients, slow headers and slow bodies are closed by t
 import os
 import resource
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from serving import GELU, NO_KERNEL, free_port, gelu_task, post, raw, rss_mb, start, stop  # noqa: E402
+from serving import GELU, NO_KERNEL, ROOT, free_port, gelu_task, post, raw, rss_mb, start, stop  # noqa: E402
 
 from kernelzero.service.client import Client, request_dict  # noqa: E402
 
@@ -200,3 +202,26 @@ def test_bodies_are_read_a_few_at_a_time(tmp_path):
         assert 2.0 < waited < 6.0, f"answered after {waited:.2f} s"
     finally:
         stop(proc)
+
+
+def test_limits_that_cannot_hold_are_refused_at_start(tmp_path):
+    """--max-connections beyond what RLIMIT_NOFILE leaves beside verification's reserve, and an idle timeout longer
+    than the read timeout: the server refuses to start, saying why."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmp_path)}
+    argv = [sys.executable, "-m", "kernelzero.cli.serve", "--db", str(tmp_path / "db"), "--insecure-no-token"]
+    argv += ["--port", str(free_port())]
+    cases = [
+        (("--max-connections", "1000"), "--max-connections 1000 needs 1288 descriptors"),
+        (("--idle-timeout-s", "10", "--read-timeout-s", "5"), "0 < idle_s <= read_s"),
+    ]
+    for args, said in cases:
+        done = subprocess.run(
+            [*argv, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (600, 600)),
+        )
+        assert done.returncode == 2 and said in done.stderr, (args, done.stderr[-500:])
+    assert not (tmp_path / "db").exists()
