@@ -57,7 +57,7 @@ def test_a_thousand_queued_requests_are_persisted_and_memory_stays_bounded(tmp_p
     log = open(tmp_path / "serve.log", "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), "--jobs", "1"]
-        + ["--option", "compile_check=false"],
+        + ["--option", "compile_check=false", "--insecure-no-token"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log,

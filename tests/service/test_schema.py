@@ -79,3 +79,47 @@ def test_job_ids_are_plain_integers_in_range(text):
 
 def test_a_valid_job_id():
     assert parse_job_id("9223372036854775807") == 2**63 - 1 and parse_job_id("7") == 7
+
+
+def test_shapes_other_than_one_requests_list_are_refused():
+    one = json.loads(_body())["requests"][0]
+    assert _refused(b'{"requests": [' + json.dumps(one).encode() + b'], "x": 1}')[0] == 422
+    assert _refused(b'{"requests": [], "requests": []}')[0] == 422
+    assert _refused(b'[{"requests": []}]')[0] == 422
+    assert _refused(b'{"requests": 5}')[0] == 422
+    assert _refused(b"{}")[0] == 422
+    assert _refused(_body() + b" x")[0] == 400  # trailing bytes
+    assert _refused(_body()[:-5])[0] == 400  # cut short
+    assert _refused(b'{"requests": [\xff]}')[0] == 400  # not UTF-8
+    assert _refused(b'{"requests": [' + json.dumps(one).encode() + b",]}")[0] == 400
+    assert len(parse_body(b' \n{ "requests" : [ ' + json.dumps(one).encode() + b" ] } \n").requests) == 1
+
+
+def test_the_request_count_is_capped_before_the_body_is_decoded_whole():
+    """Issue 27: an 8 MiB body `{"requests":[{},{},...]}` (2.8 million objects) took 19 s of CPU and raised the
+    server's peak memory by 741 MiB when decoded whole; read a request at a time it is refused at the first."""
+    import time
+    import tracemalloc
+
+    n = (8 * 1024 * 1024 - 20) // 3
+    body = b'{"requests":[' + b",".join([b"{}"] * n) + b"]}"
+    tracemalloc.start()
+    started = time.process_time()
+    try:
+        code, detail = _refused(body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 422 and detail.startswith("requests[0].task: Field required")
+    assert time.process_time() - started < 1.0
+    assert peak < 2 * len(body), f"{peak / 2**20:.0f} MiB"  # the decoded text and one request at a time
+
+
+def test_more_than_max_requests_are_refused_at_the_first_surplus():
+    from kernelzero.service.schema import MAX_REQUESTS
+
+    one = json.dumps(json.loads(_body())["requests"][0]).encode()
+    assert len(parse_body(b'{"requests": [' + b",".join([one] * MAX_REQUESTS) + b"]}").requests) == MAX_REQUESTS
+    body = b'{"requests": [' + b",".join([one] * (MAX_REQUESTS + 1)) + b", not json at all"
+    code, detail = _refused(body)  # refused before the bytes that are not JSON are reached
+    assert code == 422 and f"at most {MAX_REQUESTS} requests" in detail

@@ -233,7 +233,9 @@ def service(tmp_path_factory):
         port = s.getsockname()[1]
     argv = [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(folder / "db.sqlite")]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(folder)}
-    proc = subprocess.Popen([*argv, "--jobs", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*argv, "--jobs", "1", "--insecure-no-token"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     try:

@@ -1,7 +1,11 @@
 """`kernelzero serve`: the verification service over HTTP (FastAPI + uvicorn).
 
-    kernelzero serve --host 127.0.0.1 --port 8765 --db service.sqlite --jobs 2 --token-file token.txt \\
+    kernelzero serve --host 127.0.0.1 --port 8765 --db service.sqlite --jobs 2 --tokens-file tokens.txt \\
         --option device=cpu --option compile_check=false
+
+Clients: `--tokens-file` names them, one `NAME TOKEN` a line (`#` comments); each reads only its own jobs.
+`--token-file` holds one token shared by all clients (one client). Without either, the server refuses to
+start unless told `--insecure-no-token`, which serves loopback addresses only and says so at start-up.
 
 Jobs and verdicts live in one SQLite file (`--db`: tables `jobs` and `verdicts`), so a restart,
 even after SIGKILL, loses no job and verifies no finished job again. One server per file: a second
@@ -25,9 +29,12 @@ a `kz-serve-PID` folder of a dead server removes it. Also runs as `python -m ker
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import os
+import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -35,8 +42,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelzero.service.store import default_path
+
+if TYPE_CHECKING:
+    from kernelzero.service.connections import Limits
+
+
+DEFAULT_MAX_CONNECTIONS = 1024
+FD_RESERVE = 256  # descriptors kept beside the connections for verification (plus 16 a job side by side)
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -55,9 +70,37 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="SQLite file of jobs and verdicts (default ~/.cache/kernelzero/service.sqlite)",
     )
     p.add_argument("--jobs", type=int, default=2, help="verifications side by side")
-    p.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
+    p.add_argument("--token-file", type=Path, help="file holding the one bearer token all clients send")
+    p.add_argument(
+        "--tokens-file",
+        type=Path,
+        help="file of one client a line, `NAME TOKEN` (# comments); each client reads only its own jobs",
+    )
+    p.add_argument(
+        "--insecure-no-token",
+        action="store_true",
+        help="INSECURE: serve without a token (loopback only; any local user can then run code)",
+    )
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body accepted (MiB)")
+    p.add_argument(
+        "--max-uploads", type=int, default=8, help="request bodies read and parsed at once; others wait their turn"
+    )
     p.add_argument("--max-queued", type=int, default=100_000, help="queued jobs at most; more get 429")
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        help="open connections at most (default 1024, fewer where RLIMIT_NOFILE is low); past it the longest-idle "
+        "connection is closed",
+    )
+    p.add_argument(
+        "--idle-timeout-s", type=float, default=5.0, help="seconds a connection may wait before sending a request"
+    )
+    p.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=30.0,
+        help="seconds a client has to send a whole request (headers and body) from then",
+    )
     p.add_argument(
         "--option",
         action="append",
@@ -99,6 +142,81 @@ def open_database(db: Path, keep_days: float, max_db_mb: float):
     lock = hold(db)
     prepare(db)
     return lock, retention
+
+
+def read_tokens(path: Path) -> dict[str, str]:
+    """The tokens file: `NAME TOKEN` a line, blank lines and `#` comments skipped; {name: token}.
+    Names are 1-64 of A-Z a-z 0-9 . _ @ -; names and tokens are unique."""
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{number}: want `NAME TOKEN`, got {len(parts)} fields")
+        name, token = parts
+        if not re.fullmatch(r"[A-Za-z0-9._@-]{1,64}", name):
+            raise ValueError(f"{path}:{number}: a name is 1-64 of A-Z a-z 0-9 . _ @ -, got {name[:70]!r}")
+        if name in tokens or token in tokens.values():
+            raise ValueError(f"{path}:{number}: the {'name' if name in tokens else 'token'} of {name} is used twice")
+        tokens[name] = token
+    if not tokens:
+        raise ValueError(f"{path} names no client")
+    return tokens
+
+
+def client_tokens(args: argparse.Namespace) -> dict[str, str] | None:
+    """{client name: token} from --token-file (one client, "") or --tokens-file; None with --insecure-no-token,
+    which binds loopback only. ValueError for none of them, two of them, or a non-loopback host without a token."""
+    given = [o for o, v in (("--token-file", args.token_file), ("--tokens-file", args.tokens_file)) if v]
+    given += ["--insecure-no-token"] if args.insecure_no_token else []
+    if len(given) != 1:
+        raise ValueError(
+            f"give one of --token-file, --tokens-file or --insecure-no-token (loopback only), got {given or 'none'}"
+        )
+    if args.tokens_file:
+        return read_tokens(args.tokens_file)
+    if args.token_file:
+        token = args.token_file.read_text().strip()
+        if not token or len(token.split()) != 1:
+            raise ValueError(f"{args.token_file} must hold one token (no spaces)")
+        return {"": token}
+    if not _loopback(args.host):
+        raise ValueError(f"--insecure-no-token serves loopback only; --host {args.host} is not a loopback address")
+    return None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def connection_limits(args: argparse.Namespace) -> Limits:
+    """The connection limits, with RLIMIT_NOFILE raised (up to its hard limit) so that the connections and a
+    reserve for everything else (the database, judges' pipes, files) fit; ValueError if --max-connections
+    cannot fit."""
+    from kernelzero.service.connections import Limits
+
+    reserve = FD_RESERVE + 16 * args.jobs
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    want = (args.max_connections or DEFAULT_MAX_CONNECTIONS) + reserve
+    if soft != resource.RLIM_INFINITY and soft < want:
+        soft = min(want, ceiling)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    room = (ceiling if soft == resource.RLIM_INFINITY else soft) - reserve
+    if args.max_connections is not None and args.max_connections > room:
+        raise ValueError(
+            f"--max-connections {args.max_connections} needs {want} descriptors with the {reserve} kept for "
+            f"verification, and RLIMIT_NOFILE allows {ceiling}; raise it (ulimit -n) or lower --max-connections"
+        )
+    if room < 16:
+        raise ValueError(f"RLIMIT_NOFILE allows {ceiling} descriptors: too few for connections beside verification")
+    return Limits(min(args.max_connections or DEFAULT_MAX_CONNECTIONS, room), args.idle_timeout_s, args.read_timeout_s)
 
 
 def server_options(items: list[str]) -> dict:
@@ -206,24 +324,25 @@ def reap(root: Path, grace_s: float = 5.0) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    tokens = client_tokens(args)  # before anything starts
     try:
         import uvicorn
 
-        from kernelzero.service.http import create_app
+        from kernelzero.service.connections import MAX_HEADER_BYTES, guarded_protocol
+        from kernelzero.service.http import create_app, server_paths
     except ImportError as exc:
         raise ValueError(f"kernelzero serve needs fastapi and uvicorn ({exc}); pip install fastapi uvicorn") from None
     from kernelzero.service.jobs import JobQueue, JobRunner
     from kernelzero.service.store import VerdictStore
 
-    token = None
-    if args.token_file:
-        token = args.token_file.read_text().strip()
-        if not token:
-            raise ValueError(f"{args.token_file} is empty")
-    if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
+    limits = connection_limits(args)
+
+    if tokens is None:
         print(
-            "warning: serving beyond localhost without --token-file; anyone who can reach it can run code",
+            f"kernelzero serve: INSECURE: --insecure-no-token: no token; bound to {args.host} (loopback) only, "
+            "where any local user can submit code",
             file=sys.stderr,
+            flush=True,
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = server_options(args.option)
@@ -240,14 +359,25 @@ def run(args: argparse.Namespace) -> int:
     # puts jobs a killed server left running back to queued (or fails those lost twice)
     queue = JobQueue(db, max_queued=args.max_queued, retention=retention)
     runner = JobRunner(queue, jobs=args.jobs, store=VerdictStore(db), options=options).start()
-    app = create_app(queue, token=token, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+    private = server_paths(db.parent, root.parent)
+    max_body = int(args.max_body_mb * 1024 * 1024)
+    app = create_app(queue, tokens, max_body, private, max_uploads=args.max_uploads)
     print(
-        f"kernelzero serve: http://{args.host}:{args.port} db={db} jobs={args.jobs} pid={os.getpid()} tmp={root}",
+        f"kernelzero serve: http://{args.host}:{args.port} db={db} jobs={args.jobs} pid={os.getpid()} tmp={root} "
+        f"connections<={limits.max_connections} idle<={limits.idle_s:g}s request<={limits.read_s:g}s",
         file=sys.stderr,
         flush=True,
     )
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            http=guarded_protocol(limits),
+            timeout_keep_alive=max(1, int(limits.idle_s)),
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        )
     finally:
         runner.stop(timeout=5)
         os.close(keep)  # the reaper removes what is left once this process is gone

@@ -14,6 +14,9 @@ The runner adds the server's own options (`options`: sandbox, device, limits, ..
 - failed: the stored request no longer validates (only a changed kernelzero gets there), or the job was running
   when a server died twice (`MAX_LOST`, below); `error` says why.
 
+Each job records its `client` (the name of the token that submitted it; "" for the shared token or none, and for
+jobs from before clients had names), and `get(id, client=name)` finds only that client's jobs.
+
 Guarantees (each tested in tests/service/):
 - Isolation: the pool turns one request's exception into that request's verdict, so its neighbours complete. Should
   the pool's stream end anyway, the runner verifies each request of the claimed batch that is still open alone
@@ -94,6 +97,16 @@ def add_lost_column(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE jobs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0")
 
 
+def _add_client_column(db: sqlite3.Connection) -> None:
+    """Give `jobs` its `client` column (the submitting token's name) where a database from before it lacks it."""
+    if "client" not in [row[1] for row in db.execute("PRAGMA table_info(jobs)")]:
+        try:
+            db.execute("ALTER TABLE jobs ADD COLUMN client TEXT NOT NULL DEFAULT ''")
+        except sqlite3.OperationalError as exc:  # another process added it between the check and here
+            if "duplicate column" not in str(exc):
+                raise
+
+
 def json_safe(value):
     """`value` with non-finite floats as None and strings as valid UTF-8 (what JSON and SQLite accept)."""
     if isinstance(value, float):
@@ -149,6 +162,7 @@ class JobQueue:
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SCHEMA)
         add_lost_column(db)
+        _add_client_column(db)
         if recover:
             self.recover()
 
@@ -191,8 +205,8 @@ class JobQueue:
         rows = self._claim("SELECT id, request FROM jobs WHERE state = 'queued' AND lost > 0 ORDER BY id LIMIT 1", ())
         return rows[0] if rows else None
 
-    def submit(self, requests: list[dict | RequestIn]) -> list[int]:
-        """Validate and enqueue requests (all or none); return their job ids in order.
+    def submit(self, requests: list[dict | RequestIn], client: str = "") -> list[int]:
+        """Validate and enqueue requests (all or none) as `client`'s; return their job ids in order.
 
         Raises BodyError (a ValueError): 422 naming the request and field that does not validate or whose task code
         fails its static checks (service/task_checks.py), 429 when full.
@@ -222,8 +236,8 @@ class JobQueue:
                 raise BodyError(
                     429, f"the queue is full ({queued} jobs not finished, at most {self.max_queued}); retry later"
                 )
-            insert = "INSERT INTO jobs (request, state, created) VALUES (?, 'queued', ?)"
-            ids = [db.execute(insert, (row, now)).lastrowid for row in rows]
+            insert = "INSERT INTO jobs (request, state, created, client) VALUES (?, 'queued', ?, ?)"
+            ids = [db.execute(insert, (row, now, client)).lastrowid for row in rows]
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -269,10 +283,12 @@ class JobQueue:
         )
         return cur.rowcount == 1
 
-    def get(self, job_id: int) -> dict | None:
-        """{"id", "state", "status", "verdict" (a dict or None), "error", "attempts", "created", "finished"}."""
+    def get(self, job_id: int, client: str | None = None) -> dict | None:
+        """{"id", "state", "status", "verdict" (a dict or None), "error", "attempts", "created", "finished"}; None
+        if there is no such job, or (with `client`) it is another client's."""
         keys = ("id", "state", "status", "verdict", "error", "attempts", "created", "finished")
-        row = self._connect().execute(f"SELECT {', '.join(keys)} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        where, args = ("id = ?", (job_id,)) if client is None else ("id = ? AND client = ?", (job_id, client))
+        row = self._connect().execute(f"SELECT {', '.join(keys)} FROM jobs WHERE {where}", args).fetchone()
         if row is None:
             return None
         job = dict(zip(keys, row))

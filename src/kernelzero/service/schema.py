@@ -9,7 +9,9 @@ precision, tolerances up to `MAX_TOLERANCE`, trial and call counts up to their c
 it runs (sandbox, network, users, paths, caches, GPU choice, limits, device, compile checks) is server
 configuration (`kernelzero serve --option NAME=VALUE`). Types are strict (no "yes" for a bool, no
 "5" for an int), numbers finite, strings valid UTF-8 without NUL, sizes bounded, JSON nesting bounded;
-a refusal names the field. Nothing here runs code or touches the queue.
+a refusal names the field. Parsing is bounded by the request count as well as the body's size: a body is
+read one request at a time, each validated before the next is decoded, and refused at the first invalid
+request or at request MAX_REQUESTS + 1. Nothing here runs code or touches the queue.
 """
 
 from __future__ import annotations
@@ -137,44 +139,100 @@ def _where(loc: tuple) -> str:
     return out
 
 
-def _explain(exc: ValidationError) -> str:
-    """The first few errors, each naming its field; the refused input itself is not echoed."""
+def _explain(exc: ValidationError, where: tuple = ()) -> str:
+    """The first few errors, each naming its field (under `where`); the refused input itself is not echoed."""
     lines = []
     for err in exc.errors(include_input=False, include_url=False)[:5]:
-        where = _where(err["loc"])
-        if err["type"] == "extra_forbidden" and len(err["loc"]) > 1 and err["loc"][-2] == "options":
+        loc = where + tuple(err["loc"])
+        if err["type"] == "extra_forbidden" and len(loc) > 1 and loc[-2] == "options":
             allowed = ", ".join(CLIENT_OPTIONS)
-            lines.append(f"{where}: not settable by clients (server configuration); clients may set {allowed}")
+            lines.append(f"{_where(loc)}: not settable by clients (server configuration); clients may set {allowed}")
         else:
-            lines.append(f"{where}: {err['msg']}")
+            lines.append(f"{_where(loc)}: {err['msg']}")
     more = exc.error_count() - len(lines)
     return "; ".join(lines) + (f"; and {more} more" if more > 0 else "")
 
 
-def parse_request(data: object) -> RequestIn:
+def parse_request(data: object, where: tuple = ()) -> RequestIn:
     """One request (a decoded JSON object) as a RequestIn; BodyError(422) naming the field otherwise."""
     try:
         return RequestIn.model_validate(data)
     except ValidationError as exc:
-        raise BodyError(422, _explain(exc)) from None
+        raise BodyError(422, _explain(exc, where)) from None
 
 
-def parse_body(raw: bytes) -> VerifyBody:
-    """The body of POST /v1/verify; BodyError 400 (not JSON) or 422 (does not validate), naming the field."""
+_DECODER = json.JSONDecoder()  # NaN, Infinity and 1e999 decode, then fail their field's finite-number check
+_SPACE = " \t\n\r"
+_SHAPE = 'the body must be {"requests": [...]}'
+_VALUE_START = set('{["-0123456789tfnNI')
+
+
+class _Scan:
+    """A cursor over the body's text: its structural characters one at a time, its values one at a time."""
+
+    def __init__(self, text: str):
+        self.text, self.at = text, 0
+
+    def peek(self) -> str:
+        while self.at < len(self.text) and self.text[self.at] in _SPACE:
+            self.at += 1
+        return self.text[self.at : self.at + 1]
+
+    def expect(self, char: str) -> None:
+        """Step over `char`; else 422 where the text is JSON of another shape, 400 where it is not JSON."""
+        found = self.peek()
+        if found != char:
+            raise BodyError(422 if found in _VALUE_START | set(",:]}") else 400, _SHAPE)
+        self.at += 1
+
+    def value(self):
+        """The next JSON value, decoded alone (400 if it is not JSON, 422 if nested too deep)."""
+        self.peek()
+        try:
+            value, self.at = _DECODER.raw_decode(self.text, self.at)
+        except RecursionError:
+            raise BodyError(422, f"the body is nested deeper than {MAX_DEPTH} levels") from None
+        except ValueError as exc:  # ints of over 4300 digits too
+            raise BodyError(400, f"the body is not JSON: {str(exc)[:200]}") from None
+        return value
+
+
+def parse_body(raw: bytes | bytearray) -> VerifyBody:
+    """The body of POST /v1/verify; BodyError 400 (not JSON) or 422 (does not validate), naming the field.
+
+    Bounded by the request count, not only by the body's size: the body is read one request at a time (each
+    decoded and validated before the next is decoded), and the scan stops at the first request that does not
+    validate or at request MAX_REQUESTS + 1. So a body of millions of tiny elements costs at most MAX_REQUESTS
+    decodings, never a tree of millions of objects.
+    """
     try:
-        data = json.loads(raw)  # NaN, Infinity and 1e999 decode, then fail their field's finite-number check
-    except RecursionError:
-        raise BodyError(422, f"the body is nested deeper than {MAX_DEPTH} levels") from None
-    except (ValueError, UnicodeDecodeError) as exc:  # ints of over 4300 digits too
+        scan = _Scan(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise BodyError(400, f"the body is not JSON: {str(exc)[:200]}") from None
-    if _depth(data) > MAX_DEPTH:
-        raise BodyError(422, f"the body is nested deeper than {MAX_DEPTH} levels")
-    if not isinstance(data, dict) or set(data) != {"requests"} or not isinstance(data["requests"], list):
-        raise BodyError(422, 'the body must be {"requests": [...]}')
-    try:
-        return VerifyBody.model_validate(data)
-    except ValidationError as exc:
-        raise BodyError(422, _explain(exc)) from None
+    scan.expect("{")
+    if scan.peek() != '"':
+        raise BodyError(422 if scan.peek() == "}" else 400, _SHAPE)
+    if scan.value() != "requests":
+        raise BodyError(422, _SHAPE)
+    scan.expect(":")
+    scan.expect("[")
+    requests: list[RequestIn] = []
+    while scan.peek() != "]":
+        if requests:
+            scan.expect(",")
+        if len(requests) == MAX_REQUESTS:
+            raise BodyError(422, f"requests: at most {MAX_REQUESTS} requests in one body")
+        data = scan.value()
+        if _depth(data) > MAX_DEPTH - 2:  # the body's own object and list are two levels
+            raise BodyError(422, f"the body is nested deeper than {MAX_DEPTH} levels")
+        requests.append(parse_request(data, ("requests", len(requests))))
+    scan.expect("]")
+    scan.expect("}")
+    if scan.peek():
+        raise BodyError(400 if scan.peek() not in _VALUE_START else 422, _SHAPE)
+    if not requests:
+        raise BodyError(422, "requests: at least one request")
+    return VerifyBody.model_construct(requests=requests)  # each request validated above
 
 
 def parse_job_id(text: str) -> int:

@@ -10,6 +10,7 @@ known, so the parent can show progress and a crash of this process loses only th
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
@@ -120,12 +121,13 @@ def _grandchild(req: dict[str, Any], fd: int) -> None:
 
 def _read_all(fd: int, deadline: float) -> bytes | None:
     chunks = []
+    ready = select.poll()  # not select(): it fails on descriptors above 1023
+    ready.register(fd, select.POLLIN)
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
+        if ready.poll(math.ceil(left * 1000)):
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 return b"".join(chunks)

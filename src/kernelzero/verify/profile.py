@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import select
 import signal
@@ -127,6 +128,8 @@ def _expect(proc: subprocess.Popen, start: str, deadline: float) -> str | None:
     child's exit, or the deadline. Other output (the candidate's prints) is skipped."""
     buffer = b""
     fd = proc.stdout.fileno()
+    ready = select.poll()  # not select(): it fails on descriptors above 1023
+    ready.register(fd, select.POLLIN)
     while True:
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
@@ -139,8 +142,7 @@ def _expect(proc: subprocess.Popen, start: str, deadline: float) -> str | None:
         left = deadline - time.monotonic()
         if left <= 0 or len(buffer) > 1 << 20:
             return None
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-        if ready:
+        if ready.poll(math.ceil(min(left, 1.0) * 1000)):
             chunk = os.read(fd, 65536)
             if not chunk:
                 return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import select
 import subprocess
@@ -57,13 +58,15 @@ def _judge_output(proc: subprocess.Popen, timeout_s: float, marker: Path, limit:
     MAX_LEASE_WAIT_S after the start if it never does."""
     started = time.monotonic()
     fd, out = proc.stdout.fileno(), b""
+    ready = select.poll()  # not select(): it fails on descriptors above 1023 (a server with many connections)
+    ready.register(fd, select.POLLIN)
     while True:
         leased = marker.stat().st_mtime - time.time() + time.monotonic() if marker.exists() else None
         deadline = leased + timeout_s if leased is not None else started + MAX_LEASE_WAIT_S
         left = deadline - time.monotonic()
         if left <= 0:
             raise subprocess.TimeoutExpired(proc.args, timeout_s if leased is not None else MAX_LEASE_WAIT_S)
-        if select.select([fd], [], [], min(left, 1.0))[0]:
+        if ready.poll(math.ceil(min(left, 1.0) * 1000)):  # readable, or closed (POLLHUP)
             data = os.read(fd, 1 << 16)
             if not data:
                 proc.stdout.close()
