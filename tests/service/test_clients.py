@@ -131,7 +131,10 @@ def test_what_a_client_reads_holds_no_server_path_and_nothing_of_another_client(
     bob's job runs beside it. Neither reads a server path; bob reads nothing of alice's request."""
     url, task = server["url"], gelu_task()
     alice, bob = Client(url, token=ALICE), Client(url, token=BOB)
-    broken = replace(task, name=f"broken-{SECRET}", source=f"raise RuntimeError('{SECRET} cannot be imported')\n")
+    # it keeps its Model (the door's contract check) and fails only when the reference imports it
+    broken = replace(
+        task, name=f"broken-{SECRET}", source=task.source + f"\nraise RuntimeError('{SECRET} cannot be imported')\n"
+    )
     [hers] = alice.submit([(broken, f"# {SECRET}\n{GELU}", "triton")])
     [his] = bob.submit([(task, NO_KERNEL, "triton", {"trials": 1})])
     deadline = time.monotonic() + 120

@@ -27,6 +27,9 @@ TOKEN = "db-test-token"
 
 
 def _argv(db, port: int, *extra: str) -> list[str]:
+    """The server's command line; without a token option in `extra` it serves loopback with --insecure-no-token."""
+    if not {"--token-file", "--tokens-file", "--insecure-no-token"} & set(extra):
+        extra = ("--insecure-no-token", *extra)
     return [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), *SERVER, *extra]
 
 
