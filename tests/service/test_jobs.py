@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("pydantic")  # the service extra (not on every GPU image)
 
 from kernelzero.service.database import Retention, prepare  # noqa: E402
-from kernelzero.service.jobs import LOST, SCHEMA, JobQueue, JobRunner, json_safe  # noqa: E402
+from kernelzero.service.jobs import LOST, SCHEMA, JobQueue, json_safe  # noqa: E402
+from kernelzero.service.runner import JobRunner  # noqa: E402
 from kernelzero.service.schema import BodyError  # noqa: E402
 from kernelzero.service.store import VerdictStore  # noqa: E402
 from kernelzero.tasks import load_suite, resize, select  # noqa: E402

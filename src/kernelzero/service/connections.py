@@ -45,7 +45,8 @@ class Limits:
 
 
 def guarded_protocol(limits: Limits) -> type[H11Protocol]:
-    """An h11 protocol class for one server, bounded by `limits` (see the module docstring)."""
+    """An h11 protocol class for one server, bounded by `limits` (see the module docstring). Long because the class
+    is defined in here, closing over `limits`: each of its methods is short."""
 
     class Guarded(H11Protocol):
         waiting: dict[Guarded, None] = {}  # connections waiting for a request's first byte, oldest first

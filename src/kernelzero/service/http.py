@@ -96,7 +96,7 @@ def create_app(
     private: dict[str, str] | None = None,
     max_uploads: int = DEFAULT_MAX_UPLOADS,
 ) -> FastAPI:
-    """The service's app over `queue` (a runner verifies its jobs separately: `jobs.JobRunner`).
+    """The service's app over `queue` (a runner verifies its jobs separately: `runner.JobRunner`).
 
     `tokens`: client name -> token (None: no token, one client ""); `private`: {path: label} redacted from
     what jobs return (default `server_paths()`); `max_uploads`: bodies read and parsed at once (the others
