@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import math
 import sqlite3
 import threading
@@ -46,8 +45,6 @@ from pathlib import Path
 from kernelzero.service.schema import BodyError, RequestIn, parse_request
 from kernelzero.service.task_checks import task_problem, tie_problem
 from kernelzero.types import Verdict, to_dict
-
-log = logging.getLogger(__name__)
 
 STATES = ("queued", "running", "done", "failed")
 SCHEMA = """
