@@ -40,6 +40,9 @@ python3 scripts/gpu_wheels.py files .gpu/wheels || exit 2
 rm -rf "$site"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .gpu/wheels/*.whl || exit 2
 python3 scripts/gpu_wheels.py check || exit 2
+if ls .gpu/tools/py_spy-*.whl >/dev/null 2>&1; then  # optional: the monitor's stacks of the GPU lease's holders
+  python3 -m pip install -q --no-index --no-deps --target /tmp/kz-gate-tools .gpu/tools/py_spy-*.whl && export PATH="$PATH:/tmp/kz-gate-tools/bin"
+fi
 source scripts/sandbox_access.sh  # the sandbox's uids must run python3 and read the wheels and the checkout
 open_for_sandbox "$site" "$(pwd)/src" "$(python3 -c 'import sys; print(sys.base_prefix)')"
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton",
@@ -65,6 +68,7 @@ monitor() {
       for f in "$d"/* "$d"/.base*; do [ -f "$f" ] && printf '%s=%s ' "${f##*/}" "$(head -c 20 "$f")"; done; echo
     done
     printf 'load %s; pytest/judge processes %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(pgrep -fc 'kernelzero|pytest')"
+    python3 scripts/gate_locks.py --stacks  # the GPU lease's holders and waiters (their stacks where py-spy is carried)
   done >> "$out/gpu_monitor.log" 2>&1
 }
 monitor & monitor_pid=$!

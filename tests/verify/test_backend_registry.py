@@ -4,6 +4,7 @@ its worker hook, and a candidate that skips them is rejected."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -85,3 +86,21 @@ def test_registered_backend_static_rule(testlang):
     verdict = verify(TASK, NO_KERNEL, "testlang", options_for(device="cpu"))
     assert (verdict.status, verdict.stage) == ("no_kernel", "static")
     assert "testlang candidate must define" in verdict.message
+
+
+def test_a_package_on_the_callers_relative_pythonpath_reaches_the_sandboxed_candidate(testlang, tmp_path, monkeypatch):
+    """A library the caller put on PYTHONPATH (the GPU gate installs helion that way, as a relative entry among
+    others) is importable by the candidate: the judge and its worker run in other folders, so the entry is made
+    absolute. Without it the candidate's `import` fails as the candidate's runtime_error (H200 gate, 2026-12-02)."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "kz_caller_lib.py").write_text("def clamp(x):\n    return x.clamp(min=0)\n")
+    for path in (tmp_path / "site", tmp_path):
+        path.chmod(0o755)  # the sandbox's uids read it, as scripts/sandbox_access.sh opens the gate's folders
+    (tmp_path / "site" / "kz_caller_lib.py").chmod(0o644)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["site", os.environ.get("PYTHONPATH", "")]))
+    uses_it = GOOD.replace("import kz_testlang", "import kz_testlang\nimport kz_caller_lib").replace(
+        "return x.clamp(min=0)", "return kz_caller_lib.clamp(x)"
+    )
+    verdict = verify(TASK, uses_it, "testlang", options_for(device="cpu", trials=1))
+    assert verdict.status == "correct", (verdict.message, verdict.error_log[-600:])

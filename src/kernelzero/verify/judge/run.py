@@ -75,15 +75,16 @@ def _judge_output(proc: subprocess.Popen, timeout_s: float, marker: Path, limit:
 
 
 def import_roots(backend: Backend) -> list[str]:
-    """The folders the judge and worker need on their import path: kernelzero's, and the backend package's when
-    it lives elsewhere (a backend registered from outside kernelzero)."""
+    """The folders the judge and worker need on their import path: kernelzero's, the backend package's when it
+    lives elsewhere (a backend registered from outside kernelzero), then the caller's own PYTHONPATH entries made
+    absolute (packages a user or the GPU gate installed there, e.g. helion: the judge and the sandboxed worker run
+    from other folders)."""
     roots = [str(source_root())]
     spec = importlib.util.find_spec(backend.package.split(".")[0])
     for location in (spec.submodule_search_locations or []) if spec else []:
-        root = str(Path(location).resolve().parent)
-        if root not in roots:
-            roots.append(root)
-    return roots
+        roots.append(str(Path(location).resolve().parent))
+    roots += [str(Path(entry).resolve()) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    return list(dict.fromkeys(roots))
 
 
 def _judge_env(backend: Backend, opts: VerifyOptions) -> dict[str, str]:
