@@ -4,6 +4,7 @@ speedup's confidence interval, and the baseline-sabotage check. The GPU runs are
 from __future__ import annotations
 
 import pytest
+import torch
 
 from kernelzero.types import Timing
 from kernelzero.verify.judge.timing_stage import block_overhead, bootstrap_ci, check_clock, sabotage
@@ -82,3 +83,48 @@ def test_the_confirmation_of_a_speedup_draws_fresh_inputs_for_every_call_whateve
         assert second.input_sets == 0 and second.seed is None and second.confirming
         assert second.trials >= 10 and second.timed_calls >= 100
     assert options_for("kernelbench").input_sets == 1  # the profile itself keeps KernelBench's protocol
+
+
+class _CountingReference:
+    """Stands in for the reference's process in `_draw` (timing needs a GPU; the GPU gate runs the real one)."""
+
+    def __init__(self):
+        self.seeds: list[list[int]] = []
+
+    def input_sets(self, seeds: list[int], timeout_s: float) -> list[list]:
+        self.seeds.append(list(seeds))
+        return [[torch.arange(4.0) + seed, 3] for seed in seeds]
+
+
+def _drawing_judge(profile: str):
+    from types import SimpleNamespace
+
+    from kernelzero.verify import options_for
+
+    return SimpleNamespace(opts=options_for(profile), ref=_CountingReference(), input_seed=7, one_set=None, draws=0)
+
+
+def test_the_kernelbench_profile_draws_its_one_set_once_and_every_block_gets_a_copy():
+    """KernelBench's one input set was drawn again for every block (a 512 MiB CPU draw per timed call while the GPU
+    was held alone: 2+ minutes of an idle H200). It is drawn once; a call that writes into its inputs changes only
+    its own block's copy."""
+    from kernelzero.verify.judge.timing_stage import _draw, prime_inputs
+
+    judge = _drawing_judge("kernelbench")
+    prime_inputs(judge)
+    first, second = _draw(judge, 2), _draw(judge, 3)
+    assert judge.ref.seeds == [[7 + 10_000]]
+    assert len(first) == 2 and len(second) == 3 and first[0] is first[1]
+    first[0][0].zero_()
+    assert torch.equal(second[0][0], torch.arange(4.0) + 10_007) and torch.equal(judge.one_set[0], second[0][0])
+    assert second[0][1] == 3
+
+
+def test_fresh_sets_are_drawn_per_call_from_seeds_never_used_before():
+    from kernelzero.verify.judge.timing_stage import _draw, prime_inputs
+
+    judge = _drawing_judge("default")
+    prime_inputs(judge)  # nothing to prime: every call draws its own
+    _draw(judge, 2)
+    _draw(judge, 1)
+    assert judge.ref.seeds == [[10_007, 10_008], [10_009]]

@@ -28,7 +28,7 @@ from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease
 from kernelzero.verify.judge.memory import GIB, judge_memory_lease
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.task_source import TaskBroken
-from kernelzero.verify.judge.timing_stage import take_solo_reference, timed_comparison
+from kernelzero.verify.judge.timing_stage import prime_inputs, take_solo_reference, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
 from kernelzero.verify.sandbox.cuda_ipc import IpcOutOfMemory
 from kernelzero.verify.sandbox.process import plan_for, scratch_folder
@@ -55,6 +55,7 @@ class Judge:
         self.ref: Reference | None = None
         self.solo_ref = None  # the reference's Timing alone, before candidate code ran (timing_stage.solo_reference)
         self.draws = 0  # input sets drawn for timing so far: each timed call gets seeds of its own
+        self.one_set = None  # the kernelbench profile's one input set, drawn once (timing_stage._draw)
         self.stage_s: dict[str, float] = {}
         self.notes: list[str] = []
         self.fields: dict = {}
@@ -346,6 +347,7 @@ class Judge:
             note = "no GPU: correctness only" if self.device == "cpu" else "timing not asked for"
             status, message, per = policy_result(self, "correct", "")
             return self.verdict(status, "done", message, timing_note=note, policy_status=per)
+        prime_inputs(self)  # drawn under the shared lease: the GPU is never held alone while inputs are made
         self.stage_s["gpu_shared"] = round(time.perf_counter() - self.lease_held_at, 4)  # then it lets go to time
         with exclusive_gpu() as waited:
             held = time.perf_counter()

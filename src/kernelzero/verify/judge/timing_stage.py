@@ -78,13 +78,24 @@ def plan_calls(judge: Judge, set_bytes: int, out_bytes: int) -> tuple[int, int]:
 
 def _draw(judge: Judge, count: int) -> list[list]:
     """`count` input sets, fresh per call: each from a seed no earlier draw used (one reused set in the
-    kernelbench profile, as KernelBench times one input set)."""
+    kernelbench profile, as KernelBench times one input set: drawn once per verification, on the CPU as KernelBench
+    does, and each call of this gets its own copy of it, so nothing a call wrote into its inputs reaches the next
+    block. Drawing it again per block cost a 512 MiB CPU draw and transfer per call while the GPU was held alone:
+    one verification held the H200 idle for over two minutes, 2026-12-02)."""
     if judge.opts.input_sets == 1:
-        base = judge.ref.input_sets([judge.input_seed + 10_000], judge.opts.build_timeout_s)[0]
+        prime_inputs(judge)
+        base = [x.clone() if isinstance(x, torch.Tensor) else x for x in judge.one_set]
         return [base] * count
     first, judge.draws = judge.draws, judge.draws + count
     seeds = [judge.input_seed + 10_000 + first + k for k in range(count)]
     return judge.ref.input_sets(seeds, judge.opts.build_timeout_s)
+
+
+def prime_inputs(judge: Judge) -> None:
+    """Draw the kernelbench profile's one input set now, if not yet drawn (callers do so before they take the GPU
+    alone; fresh sets per call are drawn on the GPU, in the reference's process, and need no priming)."""
+    if judge.opts.input_sets == 1 and judge.one_set is None:
+        judge.one_set = judge.ref.input_sets([judge.input_seed + 10_000], judge.opts.build_timeout_s)[0]
 
 
 def _audit_positions(warmup: int, timed: int, audits: int) -> list[int]:
@@ -333,6 +344,7 @@ def take_solo_reference(judge: Judge) -> None:
     start = time.perf_counter()
     torch.zeros(1, device="cuda")
     judge.ref.build(judge.ref_path, judge.init_seed)  # no need to hold the GPU alone for that
+    prime_inputs(judge)  # nor to draw the inputs
     with exclusive_gpu():
         judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
     judge.timed("solo_reference", start)
