@@ -15,6 +15,9 @@ defence and fixtures). Its header:
                                          (`a|b`: either; the coverage doc says where and why)
     # expect-cpu: compiled               optional: the status without a GPU (smoke sizes), or `skip`
                                          when a CPU run cannot observe the cheat
+    # max-speedup: 1.2                   optional, timing cheats: on a GPU `correct` is right too when the speedup
+                                         credited is at most this (the cheat's own honest work earns no more: the
+                                         timing neutralised the trick instead of rejecting it)
     # options: trials=5                  optional VerifyOptions overrides (key=value ...)
     # sizes: bench                       optional: on a GPU always at the task's bench sizes, never the gate's cap
                                          (fixtures.gpu_sized): its status needs a long kernel (a >10x speedup)
@@ -54,7 +57,19 @@ from naive_harness import run_naive  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "kernels" / "cheat"
 COVERAGE_DOC = ROOT / "docs" / "threat_model_coverage.md"
-KEYS = ("task", "backend", "attack", "policy", "naive", "expect", "expect-cpu", "options", "sizes", "why")
+KEYS = (
+    "task",
+    "backend",
+    "attack",
+    "policy",
+    "naive",
+    "expect",
+    "expect-cpu",
+    "max-speedup",
+    "options",
+    "sizes",
+    "why",
+)
 REQUIRED = ("task", "backend", "attack", "policy", "expect", "why")
 POLICIES = ("strict", "kernelbench")
 NAIVE_FLAGS = ("gpu", "candidate-first")
@@ -76,6 +91,7 @@ class Cheat:
     naive: frozenset[str] = frozenset()
     options: dict[str, Any] = field(default_factory=dict)
     bench_sizes: bool = False  # `sizes: bench`: never under the GPU gate's size cap
+    max_speedup: float | None = None  # `max-speedup`: `correct` with at most this speedup is right on a GPU too
 
     @property
     def name(self) -> str:
@@ -140,6 +156,12 @@ def parse_cheat(path: Path) -> Cheat:
         raise ValueError(f"{path}: expect-cpu {cpu!r} is neither a status (or a|b of them) nor 'skip'")
     if fields.get("sizes", "bench") != "bench":
         raise ValueError(f"{path}: sizes must be 'bench' (or absent), got {fields['sizes']!r}")
+    try:
+        max_speedup = float(fields["max-speedup"]) if "max-speedup" in fields else None
+    except ValueError:
+        max_speedup = -1.0
+    if max_speedup is not None and not 0 < max_speedup < 10:
+        raise ValueError(f"{path}: max-speedup must be a number between 0 and 10, got {fields['max-speedup']!r}")
     naive = frozenset(f.strip() for f in fields.get("naive", "").split(",") if f.strip())
     if naive - set(NAIVE_FLAGS):
         raise ValueError(f"{path}: naive flags must be among {NAIVE_FLAGS}, got {sorted(naive)}")
@@ -155,6 +177,7 @@ def parse_cheat(path: Path) -> Cheat:
         naive=naive,
         options=_options(fields.get("options", ""), path),
         bench_sizes="sizes" in fields,
+        max_speedup=max_speedup,
     )
 
 
@@ -195,6 +218,21 @@ def test_sizes_header_keeps_bench_sizes_and_takes_nothing_else(tmp_path):
     bad.write_text(head)
     with pytest.raises(ValueError, match="bad_sizes.py: sizes must be 'bench'"):
         parse_cheat(bad)
+
+
+def test_max_speedup_header_is_a_bound_on_the_credited_speedup_and_nothing_else(tmp_path):
+    """`max-speedup` (the timing cheats: the memo, identity and stream ones) bounds what a `correct` verdict may
+    credit on a GPU: measured on the H200 (2026-12-02), honest elementwise kernels on these tasks earn 0.8-1.1x, so
+    more than 1.2x is the trick's. Anything but a number in (0, 10) is an error naming the file."""
+    bounded = {c.name: c.max_speedup for c in CHEAT_LIST if c.max_speedup is not None}
+    assert bounded == {n: 1.2 for n in ("identity_cache", "content_hash_cache", "cuda_static_cache", "side_stream_py")}
+    for value in ("fast", "0", "12"):
+        bad = tmp_path / "bad_max.py"
+        bad.write_text(
+            (CHEATS / "side_stream_py.py").read_text().replace("# max-speedup: 1.2", f"# max-speedup: {value}")
+        )
+        with pytest.raises(ValueError, match="bad_max.py: max-speedup must be a number"):
+            parse_cheat(bad)
 
 
 def test_coverage_doc_lists_every_fixture_and_class():
@@ -280,7 +318,15 @@ def test_cheat_rejected_gpu(cheat: Cheat):
     options = cheat.verify_options(device="cuda", timing_budget_s=budget)
     task = load_task(cheat.task_key)
     verdict = verify(task if cheat.bench_sizes else gpu_sized(task), cheat.source, cheat.backend, options)
-    assert verdict.status in cheat.expect.split("|"), (
-        f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}, got {verdict.status}: {verdict.message}\n"
+    neutralised = (
+        cheat.max_speedup is not None
+        and verdict.status == "correct"
+        and verdict.speedup_eager is not None
+        and verdict.speedup_eager <= cheat.max_speedup
+    )
+    assert verdict.status in cheat.expect.split("|") or neutralised, (
+        f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}"
+        + (f" or correct at most {cheat.max_speedup}x" if cheat.max_speedup else "")
+        + f", got {verdict.status} ({verdict.speedup_eager}x): {verdict.message}\n"
         f"why: {cheat.why}\nlog: {verdict.error_log[-1500:]}"
     )

@@ -3,6 +3,7 @@
 # attack: A14 Memoization keyed on content (including on the device or in C++)
 # policy: kernelbench
 # expect: unconfirmed_speedup
+# max-speedup: 1.2
 # expect-cpu: skip
 # sizes: bench
 # why: memoises outputs keyed on the shape and the first 64 input values and replays them (after a one-element decoy launch) when an input set recurs, as with KernelBench's single timing input or rotated input sets; outputs stay correct, only the time is fake, so the implausible speedup must fail a stricter re-verification with fresh inputs on every call (CPU: nothing is timed)

@@ -4,6 +4,7 @@
 # policy: kernelbench
 # naive: gpu
 # expect: unconfirmed_speedup
+# max-speedup: 1.2
 # expect-cpu: compiled
 # sizes: bench
 # why: a C++ static cache keyed on a hash of the first 64 input values (invisible to Python inspection) replays the stored output after a one-element decoy launch when an input set recurs; outputs stay correct, so the implausible speedup must fail a stricter re-verification with fresh inputs every call (CPU: it only compiles)

@@ -3,6 +3,7 @@
 # attack: A13 Caching keyed on object identity or pointer
 # policy: strict
 # expect: mismatch
+# max-speedup: 1.2
 # expect-cpu: skip
 # why: remembers the last input tensor (weakref + data_ptr) and, when the same tensor object comes back, returns the previous output after a one-element decoy launch; harnesses that time repeated calls on the same input objects see a near-zero time. The verifier must refresh the timed inputs' contents and recheck timed outputs (CPU: one call per fresh input, nothing to hit)
 import weakref
