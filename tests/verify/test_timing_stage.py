@@ -90,9 +90,11 @@ class _CountingReference:
 
     def __init__(self):
         self.seeds: list[list[int]] = []
+        self.on_device: list[bool | None] = []
 
-    def input_sets(self, seeds: list[int], timeout_s: float) -> list[list]:
+    def input_sets(self, seeds: list[int], timeout_s: float, on_device: bool | None = None) -> list[list]:
         self.seeds.append(list(seeds))
+        self.on_device.append(on_device)
         return [[torch.arange(4.0) + seed, 3] for seed in seeds]
 
 
@@ -101,7 +103,9 @@ def _drawing_judge(profile: str):
 
     from kernelzero.verify import options_for
 
-    return SimpleNamespace(opts=options_for(profile), ref=_CountingReference(), input_seed=7, one_set=None, draws=0)
+    return SimpleNamespace(
+        opts=options_for(profile), ref=_CountingReference(), input_seed=7, one_set=None, draws=0, check_seed=1 << 40
+    )
 
 
 def test_the_kernelbench_profile_draws_its_one_set_once_and_every_block_gets_a_copy():
@@ -128,3 +132,32 @@ def test_fresh_sets_are_drawn_per_call_from_seeds_never_used_before():
     _draw(judge, 2)
     _draw(judge, 1)
     assert judge.ref.seeds == [[10_007, 10_008], [10_009]]
+
+
+def test_the_recurring_input_check_draws_fresh_sets_from_its_secret_seed_on_the_gpu():
+    """The kernelbench profile's seed is public; the check's fresh sets come from `check_seed` and are drawn on the
+    device (a CPU draw of a 512 MiB set per call held the GPU idle, see above)."""
+    from kernelzero.verify.judge.timing_stage import _draw
+
+    judge = _drawing_judge("kernelbench")
+    _draw(judge, 2, fresh=True)
+    _draw(judge, 1)  # the recurring set: its own seed, on the CPU as KernelBench draws it
+    assert judge.ref.seeds == [[1 << 40, (1 << 40) + 1], [10_007]]
+    assert judge.ref.on_device == [True, None]
+
+
+def _sides(ref_ms: float, cand_ms: float) -> dict:
+    return {"ref": {"times": [ref_ms] * 9 + [ref_ms * 3]}, "cand": {"times": [cand_ms] * 9 + [cand_ms * 3]}}
+
+
+def test_a_candidate_faster_only_on_the_recurring_set_is_a_replay_and_an_honest_one_is_not():
+    from kernelzero.verify.judge.timing_stage import RECUR_TOLERANCE, replay_suspected
+
+    # the H200's content memo on GELU: 0.25 ms against 0.34 ms on the recurring set, its honest 0.40 ms on fresh ones
+    replayed, said = replay_suspected(_sides(0.34, 0.25), _sides(0.34, 0.40))
+    assert replayed and "1.36x on the recurring input set, 0.85x on fresh sets" in said and "replayed" in said
+    assert not replay_suspected(_sides(0.34, 0.20), _sides(0.35, 0.21))[0]  # honest 1.7x, alike on both
+    # both sides faster on the recurring set (the reference benefits alike): no replay
+    assert not replay_suspected(_sides(0.30, 0.20), _sides(0.40, 0.27))[0]
+    edge = 0.34 / (0.25 * RECUR_TOLERANCE)  # exactly the tolerance: allowed
+    assert not replay_suspected(_sides(0.34, 0.25), _sides(0.34, 0.34 / edge))[0]

@@ -27,8 +27,9 @@ from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, re
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
 from kernelzero.verify.judge.memory import GIB, judge_memory_lease
 from kernelzero.verify.judge.reference import Reference
+from kernelzero.verify.judge.solo import take_solo_reference
 from kernelzero.verify.judge.task_source import TaskBroken
-from kernelzero.verify.judge.timing_stage import prime_inputs, take_solo_reference, timed_comparison
+from kernelzero.verify.judge.timing_stage import prime_inputs, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
 from kernelzero.verify.sandbox.cuda_ipc import IpcOutOfMemory
 from kernelzero.verify.sandbox.process import plan_for, scratch_folder
@@ -53,9 +54,10 @@ class Judge:
         self.init_seed = opts.seed if opts.seed is not None else secrets.randbits(62)
         self.input_seed = opts.seed if opts.seed is not None else secrets.randbits(62)
         self.ref: Reference | None = None
-        self.solo_ref = None  # the reference's Timing alone, before candidate code ran (timing_stage.solo_reference)
+        self.solo_ref = None  # the reference's Timing alone, before candidate code ran (judge/solo.py)
         self.draws = 0  # input sets drawn for timing so far: each timed call gets seeds of its own
         self.one_set = None  # the kernelbench profile's one input set, drawn once (timing_stage._draw)
+        self.check_seed = secrets.randbits(62)  # the recurring-input check's fresh sets (timing_stage.py)
         self.stage_s: dict[str, float] = {}
         self.notes: list[str] = []
         self.fields: dict = {}

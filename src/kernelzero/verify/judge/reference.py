@@ -105,9 +105,10 @@ class Reference:
         self.init_inputs, self.state_dict = list(values["init_inputs"]), dict(values["state_dict"])
         self.built = True
 
-    def input_sets(self, seeds: list[int], timeout_s: float) -> list[list]:
-        """One input set per seed, on the judge's device."""
-        on_device = self.opts.seed is None  # a fixed seed draws on the CPU, as KernelBench does
+    def input_sets(self, seeds: list[int], timeout_s: float, on_device: bool | None = None) -> list[list]:
+        """One input set per seed, on the judge's device; drawn on the CPU under a fixed seed, as KernelBench does,
+        unless `on_device` says where."""
+        on_device = self.opts.seed is None if on_device is None else on_device
         reply, tensors = self._ask({"cmd": "draw", "seeds": seeds, "on_device": on_device}, timeout_s, "get_inputs")
         sets = self._unpack(reply, tensors)
         if not isinstance(sets, list) or len(sets) != len(seeds) or not all(isinstance(s, list) for s in sets):

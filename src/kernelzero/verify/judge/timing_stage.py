@@ -23,6 +23,15 @@ Only correct candidates reach this stage, and only while their judge holds the G
 - **Confidence.** The speedup is the ratio of the profile's statistic (median; mean for kernelbench) with a 95%
   bootstrap interval over the per-call times (`Verdict.speedup_ci`). Calls under `LAUNCH_BOUND_MS` are flagged:
   their times are dominated by launch overhead, and the speedup is not resolvable there.
+- **Recurring inputs.** KernelBench's protocol (the kernelbench profile) times every call on one input set, so a
+  result kept by the input's content (or its address) replays at no cost; the same applies in a C++ static or on
+  the device, where no inspection sees it. A candidate faster than the reference there is timed again, both sides
+  interleaved as above, on `RECUR_CALLS` fresh sets drawn on the GPU from a secret seed (the profile's seed is
+  public): a median speedup on the recurring set more than `RECUR_TOLERANCE` times the fresh one is
+  `unconfirmed_speedup`. Each call flushes the L2 cache (worker/timing.py), so an honest kernel runs alike on
+  both; the headline numbers stay KernelBench's. Measured on the H200 (2026-12-02): two content memos were
+  credited 1.37x and 2.05x on memory-bound tasks whose honest kernels earn about 1x, under the 10x cap that asks
+  for the stricter second verification.
 - **Baseline sabotage.** The reference is also timed alone, before any candidate code runs (`solo_reference`,
   cached per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise gives `tampered`
   (the candidate left work on the GPU that slows the reference).
@@ -30,23 +39,18 @@ Only correct candidates reach this stage, and only while their judge holds the G
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import secrets
 import time
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
-from kernelzero.verify.judge.lease import exclusive_gpu
 from kernelzero.verify.options import VerifyOptions, profile_of
 from kernelzero.verify.worker.timing import summarise
 
@@ -60,6 +64,8 @@ BLOCK_BYTES = 256 << 20  # input and output bytes one block may hold on the GPU 
 OVERHEAD_FLOOR_MS = 0.01  # per call: a candidate's overhead may exceed the reference's by this much at least
 LAUNCH_BOUND_MS = 0.02  # below this per call, launch overhead dominates: the speedup is flagged
 AUDITS_PER_BLOCK = 2  # untimed calls with the op recorder per candidate block, at positions drawn per block
+RECUR_CALLS = 20  # timed calls per side on fresh sets in the recurring-input check
+RECUR_TOLERANCE = 1.25  # a speedup on the recurring set may be this many times the fresh one (noise, no more)
 SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
 
 
@@ -76,17 +82,20 @@ def plan_calls(judge: Judge, set_bytes: int, out_bytes: int) -> tuple[int, int]:
     return calls, per_block
 
 
-def _draw(judge: Judge, count: int) -> list[list]:
+def _draw(judge: Judge, count: int, fresh: bool = False) -> list[list]:
     """`count` input sets, fresh per call: each from a seed no earlier draw used (one reused set in the
     kernelbench profile, as KernelBench times one input set: drawn once per verification, on the CPU as KernelBench
     does, and each call of this gets its own copy of it, so nothing a call wrote into its inputs reaches the next
     block. Drawing it again per block cost a 512 MiB CPU draw and transfer per call while the GPU was held alone:
     one verification held the H200 idle for over two minutes, 2026-12-02)."""
-    if judge.opts.input_sets == 1:
+    if judge.opts.input_sets == 1 and not fresh:
         prime_inputs(judge)
         base = [x.clone() if isinstance(x, torch.Tensor) else x for x in judge.one_set]
         return [base] * count
     first, judge.draws = judge.draws, judge.draws + count
+    if judge.opts.input_sets == 1:  # the recurring-input check: fresh sets from a secret seed, drawn on the GPU
+        seeds = [judge.check_seed + first + k for k in range(count)]
+        return judge.ref.input_sets(seeds, judge.opts.build_timeout_s, on_device=True)
     seeds = [judge.input_seed + 10_000 + first + k for k in range(count)]
     return judge.ref.input_sets(seeds, judge.opts.build_timeout_s)
 
@@ -157,18 +166,23 @@ def _check_outputs(judge: Judge, expected: list, got: list, sets: list) -> Verdi
     return None
 
 
-def interleaved(judge: Judge, worker: WorkerProcess, host_check: bool) -> dict | Verdict:
-    """Blocks of reference and candidate calls, ABBA, on shared fresh sets; per-side times and block overheads."""
-    probe = _draw(judge, 1)[0]
+def interleaved(
+    judge: Judge, worker: WorkerProcess, host_check: bool, fresh: bool = False, calls: int | None = None
+) -> dict | Verdict:
+    """Blocks of reference and candidate calls, ABBA, on shared sets (fresh per call unless the profile reuses one,
+    and always with `fresh`); per-side times and block overheads. `calls`: timed calls per side (default: planned)."""
+    probe = _draw(judge, 1, fresh)[0]
     expected = judge.ref.expected(probe, judge.run_timeout())
-    calls, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
+    planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
+    calls = calls or planned
+    per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
     sides = {"ref": {"times": [], "overheads": []}, "cand": {"times": [], "overheads": []}}
     done, block = 0, 0
     while done < calls:
         m = min(per_block, calls - done)
         warmup = judge.opts.warmup_calls if block == 0 else 1
-        sets = _draw(judge, warmup + m)
-        audits = _draw(judge, min(AUDITS_PER_BLOCK, m))
+        sets = _draw(judge, warmup + m, fresh)
+        audits = _draw(judge, min(AUDITS_PER_BLOCK, m), fresh)
         before = _audit_positions(warmup, m, len(audits))
         order = ("ref", "cand") if block % 4 in (0, 3) else ("cand", "ref")
         results = {}
@@ -228,50 +242,6 @@ def bootstrap_ci(ref: list[float], cand: list[float], statistic: str, draws: int
     return round(float(low), 4), round(float(high), 4)
 
 
-def _cache_path(judge: Judge) -> Path:
-    return Path(judge.opts.baselines_dir) / (judge.device_name.replace(" ", "_").replace("/", "_") + ".json")
-
-
-def _cache_key(judge: Judge) -> str:
-    return f"{task_hash(judge.task)}|{judge.opts.precision}|solo|{judge.opts.profile}|torch {torch.__version__}"
-
-
-def cached_solo(judge: Judge) -> Timing | None:
-    """The solo reference timing cached for this task and GPU in `baselines_dir`, if any."""
-    if not judge.opts.baselines_dir:
-        return None
-    try:
-        entry = json.loads(_cache_path(judge).read_text()).get(_cache_key(judge))
-    except (OSError, ValueError):
-        return None
-    return Timing(**entry["timing"]) if entry else None
-
-
-def solo_reference(judge: Judge, host_check: bool) -> Timing | None:
-    """The reference timed alone (the caller holds the GPU alone, before any candidate code has run); cached per
-    GPU in `baselines_dir`."""
-    probe = _draw(judge, 1)[0]
-    calls, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(judge.ref.expected(probe, judge.run_timeout())))
-    times: list[float] = []
-    while len(times) < judge.opts.timed_calls:
-        warmup = judge.opts.warmup_calls if not times else 1
-        sets = _draw(judge, warmup + min(per_block, judge.opts.timed_calls - len(times)))
-        times += _reference_block(judge, sets, warmup, host_check)[0]
-    timing = summarise(times)
-    if judge.opts.baselines_dir and timing is not None:
-        path = _cache_path(judge)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            data = {}
-        data[_cache_key(judge)] = {"task": judge.task.name, "sizes": judge.task.sizes, "timing": asdict(timing)}
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        tmp.replace(path)
-    return timing
-
-
 def sabotage(solo: Timing | None, beside: Timing) -> str:
     """Why the reference timed beside the candidate is too slow against its solo timing ('' when it is not)."""
     if solo is None or solo.median_ms <= 0:
@@ -305,6 +275,10 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
         return judge.verdict("tampered", "timing", slowed)
     stat = f"{profile.statistic}_ms"
     speedup = getattr(eager, stat) / getattr(timing, stat) if getattr(timing, stat) > 0 else None
+    if speedup is not None and speedup > 1.0 and judge.opts.input_sets == 1 and not judge.opts.confirming:
+        replayed = recurring_input_check(judge, worker, host_check, sides)
+        if replayed is not None:
+            return replayed
     if min(eager.median_ms, timing.median_ms) < LAUNCH_BOUND_MS:
         judge.notes.append(f"launch-bound (a call under {LAUNCH_BOUND_MS * 1e3:.0f} us): speedup not resolvable")
     compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
@@ -328,26 +302,42 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     )
 
 
+def _median_speedup(sides: dict) -> float:
+    cand = float(np.median(sides["cand"]["times"]))
+    return float(np.median(sides["ref"]["times"])) / cand if cand > 0 else math.inf
+
+
+def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool, sides: dict) -> Verdict | None:
+    """The kernelbench profile's speedup against the same candidate's on fresh sets (the module docstring's
+    "Recurring inputs"): `unconfirmed_speedup` when the recurring set's is more than RECUR_TOLERANCE times the fresh
+    sets', else None (a note gives both)."""
+    start = time.perf_counter()
+    fresh = interleaved(judge, worker, host_check, fresh=True, calls=RECUR_CALLS)
+    judge.timed("recur_check", start)
+    if isinstance(fresh, Verdict):
+        return fresh
+    replayed, said = replay_suspected(sides, fresh)
+    if replayed:
+        return judge.verdict("unconfirmed_speedup", "timing", said)
+    judge.notes.append(said)
+    return None
+
+
+def replay_suspected(recurring: dict, fresh: dict) -> tuple[bool, str]:
+    """(whether the candidate gains more than RECUR_TOLERANCE from a recurring input set than on fresh ones, what
+    was measured), from the per-side times of both timings."""
+    once, again = _median_speedup(recurring), _median_speedup(fresh)
+    said = f"median speedup {once:.2f}x on the recurring input set, {again:.2f}x on fresh sets"
+    if once > RECUR_TOLERANCE * again:
+        return True, f"{said}: a result kept from an earlier call on the same input is replayed"
+    return False, said
+
+
 def _compiled_reference(judge: Judge, host_check: bool) -> Timing | None:
     sets = _draw(judge, judge.opts.warmup_calls + judge.opts.timed_calls)
     times, _ = judge.ref.time(sets, judge.opts.warmup_calls, host_check, judge.opts.build_timeout_s, compiled=True)
 
     return summarise(times)
-
-
-def take_solo_reference(judge: Judge) -> None:
-    """Time the reference alone before any candidate code runs (or take the cached timing): the yardstick
-    of the baseline-sabotage check (timing_stage.py)."""
-    judge.solo_ref = cached_solo(judge)
-    if judge.solo_ref is not None:
-        return
-    start = time.perf_counter()
-    torch.zeros(1, device="cuda")
-    judge.ref.build(judge.ref_path, judge.init_seed)  # no need to hold the GPU alone for that
-    prime_inputs(judge)  # nor to draw the inputs
-    with exclusive_gpu():
-        judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
-    judge.timed("solo_reference", start)
 
 
 def confirming_options(opts: VerifyOptions) -> VerifyOptions:
