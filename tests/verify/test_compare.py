@@ -237,3 +237,22 @@ def test_comparing_chunk_by_chunk_finds_what_one_pass_finds(monkeypatch):
     assert [f.status for f in whole] == ["mismatch", "nan_or_inf", "mismatch"]
     assert repr(chunked) == repr(whole)  # repr: a NaN "got" is equal to itself there
     assert whole[2].mismatch.index == (12, 16)
+
+
+def test_reporting_a_mismatch_imports_nothing_heavy():
+    """The judge compares while it holds the GPU's lease: torch.unravel_index's first call imported torch.fx's
+    symbolic shapes and sympy (1.3 s here, tens of seconds on the H200 gate's loaded host while others queued)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from kernelzero.verify.judge.compare import compare\n"
+        "e = torch.zeros(4, 5); g = e.clone(); g[2, 3] = 1.0\n"
+        "failure = compare([e], [g], 1e-4, 1e-4, 0)\n"
+        "assert failure is not None and failure.mismatch.index == (2, 3), failure\n"
+        "print(sorted(m for m in sys.modules if m in ('sympy', 'torch.fx.experimental.symbolic_shapes')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout

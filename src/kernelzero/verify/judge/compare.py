@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from kernelzero.tasks.module import parse_tie_spec
@@ -69,7 +70,9 @@ def _worst(exp: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, trial
             best, flat = float(score[at]), start + at
         max_abs = max(max_abs, float(torch.nan_to_num(err, nan=float("inf")).max()))
         max_rel = max(max_rel, float(torch.nan_to_num(err / (e.abs() + 1e-12), nan=float("inf")).max()))
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), exp.shape)) if exp.dim() else ()
+    # numpy's, not torch.unravel_index: torch's first call imports torch.fx's symbolic shapes (sympy), which took
+    # the H200 gate's judges tens of seconds while they held the GPU's lease (2026-12-02)
+    index = tuple(int(i) for i in np.unravel_index(flat, tuple(exp.shape))) if exp.dim() else ()
     if exp.numel():
         ev, gv = _wide(exp.reshape(-1)[flat]), _wide(got.reshape(-1)[flat])
     else:
