@@ -115,6 +115,26 @@ def test_a_waiting_timer_blocks_new_checks(tmp_path, lease):
     assert got and got[0] >= timed[1] - 0.01, "a new check got the GPU before the waiting timer had it"
 
 
+def test_a_checker_steps_aside_between_steps_for_a_waiting_timer_and_not_otherwise(tmp_path, lease):
+    """`let_writers_in` between a checker's steps: with nobody waiting it keeps its hold (0 s); with a timer at the
+    turnstile it lets the timer time first and holds the GPU again only after the timer is done."""
+    with lease.gpu_lease("gpu-z", shared=True):
+        assert lease.let_writers_in("gpu-z") == 0.0
+        timer, _, timer_log = _start(tmp_path, "timer", shared=0.0, excl=1.0)
+        deadline = time.monotonic() + 60
+        while not _turnstile_held(lease, "gpu-z"):  # the timer waits for this checker
+            assert time.monotonic() < deadline, "the timer never queued"
+            time.sleep(0.05)
+        waited = lease.let_writers_in("gpu-z")
+        back = time.time()
+        assert lease._held["gpu-z"]["mode"] == "shared"
+    timer.join(30)
+    with open(timer_log) as f:
+        timed = json.load(f)["first"]
+    assert waited > 0.8 and back >= timed[1] - 0.01, (waited, back, timed)
+    assert lease.let_writers_in("gpu-z") == 0.0  # outside a lease: nothing to do
+
+
 def test_two_checkers_upgrading_to_timing_do_not_deadlock_or_overlap(tmp_path):
     procs = [_start(tmp_path, name, shared=0.5, excl=0.7) for name in ("a", "b")]
     for proc, _, _ in procs:

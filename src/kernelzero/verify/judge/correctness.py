@@ -13,6 +13,7 @@ from kernelzero.tasks.quality import degenerate_reasons
 from kernelzero.types import Verdict
 from kernelzero.verify.judge.anticheat import first_filter_verdict
 from kernelzero.verify.judge.compare import compare, same_inputs
+from kernelzero.verify.judge.lease import let_writers_in
 
 if TYPE_CHECKING:
     from kernelzero.verify.judge.judge import Judge
@@ -44,6 +45,9 @@ def correctness(judge: Judge, worker: WorkerProcess) -> Verdict | None:
     passed = 0
     draws: list = []
     for trial in range(judge.opts.trials):
+        if judge.device == "cuda" and trial:
+            waited = let_writers_in()  # a timer waiting for the GPU goes first (lease.py)
+            judge.stage_s["gpu_stepped_aside"] = round(judge.stage_s.get("gpu_stepped_aside", 0.0) + waited, 4)
         inputs = judge.ref.input_sets([judge.input_seed + 1 + trial], judge.opts.build_timeout_s)[0]
         t0 = time.perf_counter()
         expected = judge.ref.expected(inputs, judge.run_timeout())

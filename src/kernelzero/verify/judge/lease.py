@@ -11,7 +11,8 @@ Mechanism: a readers-writer `flock` on `/tmp/kernelzero-gpu-locks/<GPU uuid>.loc
 checks, exclusive for timing) behind a turnstile lock `<uuid>.turn` that every taker passes and a
 writer holds until it has the GPU, so a waiting timer is never starved by a stream of checkers. A
 judge going from checks to timing first lets go of its shared hold (two judges upgrading at once
-would otherwise deadlock). Locks are released when the judge exits, however it exits. As root the
+would otherwise deadlock). Between its steps (correctness trials) a checker steps aside for a waiting timer
+(`let_writers_in`), so a timer never waits for a checker's whole sequence of steps. Locks are released when the judge exits, however it exits. As root the
 files are private to root, so a sandboxed candidate (another user) cannot take them. Leases are
 re-entrant within a process (the stricter second verification of an implausible speedup runs inside
 the first's timing).
@@ -134,6 +135,29 @@ def gpu_lease(uuid: str | None = None, shared: bool = False) -> Iterator[float]:
     finally:
         os.close(held["fd"])
         os.close(held["turn"])
+
+
+def let_writers_in(uuid: str | None = None) -> float:
+    """Between two steps of a shared lease: if a timer waits at the turnstile, let go of the shared hold and take
+    it again behind the timer; the seconds that took (0 when nobody waited, or outside a shared lease).
+
+    A checker that held its shared lease for all its steps kept every timer, and behind the turnstile every other
+    checker, waiting for its slowest step sequence: on the H200 gate (2026-12-02) one verification's five correctness
+    trials on 512 MiB input sets held 11 timers and the GPU idle for over a minute. With this between steps a timer
+    waits one step at most."""
+    uuid = uuid or _device_uuid()
+    held = _held.get(uuid)
+    if held is None or held["mode"] != "shared":
+        return 0.0
+    try:
+        fcntl.flock(held["turn"], fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # a timer holds the turnstile (or a checker is passing it): step aside
+        start = time.perf_counter()
+        fcntl.flock(held["fd"], fcntl.LOCK_UN)
+        _take(held, uuid, fcntl.LOCK_SH)
+        return time.perf_counter() - start
+    fcntl.flock(held["turn"], fcntl.LOCK_UN)
+    return 0.0
 
 
 @contextlib.contextmanager
