@@ -21,3 +21,8 @@ ls -l "$dest" | awk 'NR > 1 {printf "%8.2f MiB  %s\n", $5 / 1048576, $9}'
 mib=$(python3 -c "print(f'{$total / 2**20:.1f}')")
 echo "${#pins[@]} wheels, $mib MiB in $dest (limit $limit_mib MiB; a device call carries at most 64 MiB)"
 python3 -c "import sys; sys.exit($total > $limit_mib * 2**20)" || { echo "over $limit_mib MiB"; exit 1; }
+# Optional, outside the list and its limit: py-spy (2.8 MiB), whose stacks of the GPU lease's holders the gate's
+# monitor prints (scripts/gate_locks.py); a failed download costs the stacks only.
+mkdir -p .gpu/tools && rm -f .gpu/tools/py_spy-*.whl
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+  -d .gpu/tools "py-spy==0.4.3" || echo "py-spy not downloaded: the gate's monitor prints no stacks"
