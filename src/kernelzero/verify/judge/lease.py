@@ -137,6 +137,11 @@ def gpu_lease(uuid: str | None = None, shared: bool = False) -> Iterator[float]:
         os.close(held["turn"])
 
 
+def holding() -> bool:
+    """Whether this process holds a GPU lease (of any GPU, in any mode)."""
+    return bool(_held)
+
+
 def let_writers_in(uuid: str | None = None) -> float:
     """Between two steps of a shared lease: if a timer waits at the turnstile, let go of the shared hold and take
     it again behind the timer; the seconds that took (0 when nobody waited, or outside a shared lease).

@@ -8,9 +8,12 @@ timing is cached per task, precision, profile, torch version and GPU in `baselin
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,9 +22,10 @@ import torch
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Timing
-from kernelzero.verify.judge.lease import exclusive_gpu
+from kernelzero.verify.judge.lease import exclusive_gpu, holding
 from kernelzero.verify.judge.timing_stage import _bytes_of, _draw, _reference_block, plan_calls, prime_inputs
 from kernelzero.verify.options import profile_of
+from kernelzero.verify.sandbox import safe_fs
 from kernelzero.verify.worker.timing import summarise
 
 if TYPE_CHECKING:
@@ -72,6 +76,25 @@ def solo_reference(judge: Judge, host_check: bool) -> Timing | None:
     return timing
 
 
+@contextlib.contextmanager
+def cache_lock(judge: Judge) -> Iterator[None]:
+    """Held while a judge looks for, times and writes a cached solo timing, so that judges starting together on one
+    task time its reference once (in the H200 gate of 2026-12-02, 29 solo timings, each holding the whole GPU, for
+    about a dozen tasks) and no write loses another's entry. A no-op without `baselines_dir`, or while this process
+    holds a GPU lease (the stricter second verification): whoever holds the cache lock may be waiting for that GPU."""
+    if not judge.opts.baselines_dir or holding():
+        yield
+        return
+    path = _cache_path(judge).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = safe_fs.open_lock(path, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
+
+
 def take_solo_reference(judge: Judge) -> None:
     """Time the reference alone before any candidate code runs (or take the cached timing): the yardstick
     of the baseline-sabotage check (timing_stage.py)."""
@@ -82,6 +105,9 @@ def take_solo_reference(judge: Judge) -> None:
     torch.zeros(1, device="cuda")
     judge.ref.build(judge.ref_path, judge.init_seed)  # no need to hold the GPU alone for that
     prime_inputs(judge)  # nor to draw the inputs
-    with exclusive_gpu():
-        judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
+    with cache_lock(judge):
+        judge.solo_ref = cached_solo(judge)  # timed by another judge while this one waited
+        if judge.solo_ref is None:
+            with exclusive_gpu():
+                judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
     judge.timed("solo_reference", start)
