@@ -214,6 +214,7 @@ class Guards:
             "timing.time_calls": timing.time_calls,
             "timing._clock": timing._clock,
             "timing._elapsed": timing._elapsed,
+            "timing._sync": timing._sync,
             "torch.no_grad": torch.no_grad,
             "sys.modules[torch]": sys.modules.get("torch"),
         }

@@ -66,14 +66,39 @@ def loop(jobs, results):
 """
 
 
-def _clean_loop() -> Callable:
-    """The runner thread's function, compiled with empty globals (its `__globals__` reaches nothing)."""
-    builtins = {"BaseException": BaseException, "True": True, "False": False, "reversed": reversed}
+_TIMED_SOURCE = """
+def timed(model, args, start, end, sync, clock, host):
+    sync()
+    t0 = clock()
+    start.record()
+    value = model(*args)
+    end.record()
+    sync()
+    host.append(clock() - t0)
+    return value
+"""
+
+
+def _clean(source: str, name: str, builtins: dict[str, Any]) -> Callable:
+    """Function `name` of `source`, compiled with empty globals (its `__globals__` reaches nothing)."""
     namespace: dict[str, Any] = {"__builtins__": builtins}
-    exec(compile(_LOOP_SOURCE, "<kernelzero-runner>", "exec"), namespace)
-    loop = namespace["loop"]
+    exec(compile(source, "<kernelzero-runner>", "exec"), namespace)
+    function = namespace[name]
     namespace.clear()
-    return loop
+    return function
+
+
+def _clean_loop() -> Callable:
+    """The runner thread's function."""
+    return _clean(
+        _LOOP_SOURCE, "loop", {"BaseException": BaseException, "True": True, "False": False, "reversed": reversed}
+    )
+
+
+# One timed call, run on the runner thread itself (worker/timing.py): the events and the host clock bracket the
+# candidate's forward there, so the hand-off between threads, the modes' entry and the worker's bookkeeping stay
+# outside the measured interval, which holds the forward's own Python, its launches and its kernels.
+TIMED_CALL = _clean(_TIMED_SOURCE, "timed", {})
 
 
 class CleanRunner:

@@ -28,8 +28,8 @@ from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
 from kernelzero.verify.sandbox.channel_auth import signed_writer
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
-from kernelzero.verify.worker.seal import CleanRunner, seal
-from kernelzero.verify.worker.timing import time_calls
+from kernelzero.verify.worker.seal import TIMED_CALL, CleanRunner, seal
+from kernelzero.verify.worker.timing import sync_and_clock, time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
 LOG_LIMIT = 4000
@@ -218,8 +218,16 @@ class Worker:
             out = [hook.guard_input(x) if isinstance(x, torch.Tensor) else x for x in out]
         return out
 
-    def _forward(self, inputs: list[Any], modes: tuple = ()) -> list[torch.Tensor] | None:
-        raw = self.runner.run(self.model, *inputs, modes=(torch.no_grad(), *modes))
+    def _forward(self, inputs: list[Any], modes: tuple = (), probe: tuple | None = None) -> list[torch.Tensor] | None:
+        """The candidate's outputs for `inputs` (None after replying that they are not tensors); `probe`: a timed
+        call's (start event, end event, host seconds list), bracketing the forward on the runner thread (timing.py)."""
+        if probe is None:
+            raw = self.runner.run(self.model, *inputs, modes=(torch.no_grad(), *modes))
+        else:
+            sync, clock = sync_and_clock()
+            raw = self.runner.run(
+                TIMED_CALL, self.model, inputs, *probe[:2], sync, clock, probe[2], modes=(torch.no_grad(), *modes)
+            )
         outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
             kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
@@ -303,9 +311,9 @@ class Worker:
             audit_ops.update(self.guards.last_ops)
             audited[audit[pos]] = got or []
 
-        def call(pos: int) -> None:
+        def call(pos: int, probe: tuple | None) -> None:
             with self.guards.observe(record_ops=False) as modes:
-                got = self._forward(sets[pos], modes)
+                got = self._forward(sets[pos], modes, probe)
             if got is None:
                 raise RuntimeError("forward returned no tensors")
             if pos >= warmup:
