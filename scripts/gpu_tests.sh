@@ -11,7 +11,7 @@
 # and every listed package must import at its version, else the script stops naming it (exit 2).
 # Knobs: KZ_TEST_JOBS (xdist workers, default nproc: GPU memory is divided by the verifier's memory lease, which every
 # verification waits for, not by a worker count), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
-# KZ_GPU_TEST_MAX_INPUT_MIB and KZ_GATE_EXCL_S (see below), KZ_GATE_ARGS (more pytest arguments, split on spaces:
+# KZ_GPU_TEST_MAX_INPUT_MIB, KZ_STANDBY and KZ_GATE_EXCL_S (see below), KZ_GATE_ARGS (more pytest arguments, split on spaces:
 # `-k cheat_rejected` for a part of the gate, `-k (a)or(b)` for several; a part is a
 # diagnosis, never the gate), KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
 # Exit: 0 all passed; 1 a test failed or was skipped for a missing package; 2 a wheel missing or wrong; 124 the wall
@@ -31,6 +31,9 @@ export KZ_GPU_TEST_MAX_INPUT_MIB="${KZ_GPU_TEST_MAX_INPUT_MIB:-128}"
 # One solo-reference timing per task for the whole run (tests/verify/fixtures.py gate_options): timing the reference
 # alone holds the whole GPU, and at 740daf5 it was 343 s of 2,330 s of verification, plus the waits it caused.
 export KZ_GPU_TEST_BASELINES="${KZ_GPU_TEST_BASELINES:-/tmp/kz-gate-baselines}"
+# Each test worker keeps one judge started ahead (verify/api.py own_standby): its start, imports, CUDA contexts and
+# IPC check overlap the worker's current verification instead of coming before its next (0: every judge cold).
+export KZ_STANDBY="${KZ_STANDBY:-1}"
 rm -rf "$KZ_GPU_TEST_BASELINES"
 rm -f "$KZ_VERDICT_LOG"
 export KZ_GIT_COMMIT="${KZ_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
+import threading
 from dataclasses import replace
 
 from kernelzero.extract import extract_code
@@ -68,7 +70,37 @@ def verify(
     """
     opts = options or options_for()
     plan_for(opts)  # box.SandboxUnavailable before anything runs, where the sandbox cannot be set up as configured
+    standby = standby if standby is not None else own_standby()
     return _logged(unsafe_marked(_verify(task, candidate, backend, opts, standby), opts))
+
+
+_own: dict[int, Standby] = {}  # this process's own standby judges (KZ_STANDBY), by pid (a forked child makes its own)
+_own_lock = threading.Lock()
+
+
+def own_standby() -> Standby | None:
+    """This process's standby judges when KZ_STANDBY (a count) is set, for `verify()` calls without a `standby` of
+    their own: a caller that verifies one sample after another (a test worker, a script, a reward function) then
+    pays the judge's and its worker's start, torch imports, CUDA contexts and IPC check while its previous sample
+    runs, not in line (judge/standby.py; the GPU gate sets it). Each serves one request; the first request of a kind
+    starts them cold. They end when the process exits."""
+    raw = os.environ.get("KZ_STANDBY", "").strip()
+    if not raw:
+        return None
+    try:
+        count = int(raw)
+    except ValueError:
+        raise ValueError(f"KZ_STANDBY must be a whole number of standby judges, got {raw!r}") from None
+    if count <= 0:
+        return None
+    with _own_lock:
+        standby = _own.get(os.getpid())
+        if standby is None or standby.count != count:
+            if standby is not None:
+                standby.close()
+            standby = _own[os.getpid()] = Standby(count)
+            atexit.register(standby.close)
+    return standby
 
 
 def unsafe_marked(verdict: Verdict, opts: VerifyOptions) -> Verdict:

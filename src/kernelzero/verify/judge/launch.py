@@ -139,6 +139,19 @@ def standby(spec: dict) -> int:
             kill_all()
 
 
+def _wait_for_request(gpu: bool) -> list[str]:
+    """The request's two paths from stdin (empty at its end); on a GPU the judge's and its worker's CUDA contexts
+    stand in the memory ledger meanwhile (judge/memory.py), so that every lease taken while this judge waits counts
+    them. The judge's own lease enters them again once the request is here."""
+    if not gpu:
+        return [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
+    from kernelzero.verify.judge.lease import device_uuid
+    from kernelzero.verify.judge.memory import CONTEXT_BYTES, standing_base
+
+    with standing_base(2 * CONTEXT_BYTES, device_uuid()):
+        return [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
+
+
 def _serve_standby(spec: dict, started: StartedWorker) -> int:
     """A standby judge: warm up, wait for one request, judge it (see the module docstring)."""
     worker = started.worker
@@ -159,7 +172,7 @@ def _serve_standby(spec: dict, started: StartedWorker) -> int:
             started.ipc_why = worker.check_ipc()
     except WorkerDied:
         pass  # seen below: the request gets a fresh worker
-    paths = [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
+    paths = _wait_for_request(gpu)
     if not all(paths):
         worker.close()
         return 0

@@ -75,6 +75,11 @@ def _device_uuid() -> str:
     return str(getattr(props, "uuid", "")) or f"{props.name}-{torch.cuda.current_device()}".replace(" ", "_")
 
 
+def device_uuid() -> str:
+    """The current GPU's uuid, as the leases name it."""
+    return _device_uuid()
+
+
 def turn_path(uuid: str) -> Path:
     return LOCK_DIR / f"{uuid}.turn"
 

@@ -213,6 +213,18 @@ def memory_lease(
         _release(base_entry, keep)
 
 
+@contextlib.contextmanager
+def standing_base(nbytes: int, uuid: str) -> Iterator[None]:
+    """A base entry of `nbytes` on GPU `uuid` for as long as the block lasts, entered at once, never waited for: the
+    CUDA contexts of processes that wait for work (a standby judge and its worker, judge/standby.py), which every
+    lease taken meanwhile must count."""
+    entry = _under_ledger(uuid, lambda: _write_entry(uuid, int(nbytes), ".base"))
+    try:
+        yield
+    finally:
+        _release(entry)
+
+
 def budget_bytes(total_bytes: int, gpu_mem_gb: float | None) -> int:
     """The budget all leases on one GPU share: `gpu_mem_gb` when set, else BUDGET_SHARE of the GPU's memory."""
     if gpu_mem_gb:

@@ -31,6 +31,8 @@ from collections import defaultdict, deque
 from kernelzero.verify.judge.launch import sandbox_spec
 from kernelzero.verify.options import VerifyOptions
 
+MOMENTARY = frozenset({"PYTEST_CURRENT_TEST"})  # environment variables a standby's kind ignores
+
 
 class Standby:
     """Ready judge processes, `count` per environment (see the module docstring)."""
@@ -49,7 +51,10 @@ class Standby:
 
     @staticmethod
     def _key(env: dict[str, str], spec: dict) -> str:
-        return json.dumps([sorted(env.items()), spec], sort_keys=True)
+        """One kind of environment: the judge's environment without the variables that name the caller's moment
+        (pytest's current test changes with every test, and would make every request a kind of its own)."""
+        kept = sorted((k, v) for k, v in env.items() if k not in MOMENTARY)
+        return json.dumps([kept, spec], sort_keys=True)
 
     def take(self, env: dict[str, str], opts: VerifyOptions, on_gpu: bool) -> subprocess.Popen | None:
         """A ready judge for this environment, or None; either way a replacement is started."""
