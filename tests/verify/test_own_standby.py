@@ -57,3 +57,21 @@ def test_a_standing_base_is_counted_while_it_stands(tmp_path, monkeypatch):
     with memory.standing_base(5 << 20, "gpu-s"):
         assert memory.leased_bytes("gpu-s") == (5 << 20, 0)  # counted, and not a data lease
     assert memory.leased_bytes("gpu-s") == (0, 0)
+
+
+def test_standby_none_is_a_cold_judge_even_where_the_process_keeps_its_own(monkeypatch):
+    """The pool's retry after a fault wants a fresh judge, never a standby one (service/pool.py)."""
+    from test_standby import _case
+
+    from kernelzero.verify import options_for, verify
+    from kernelzero.verify.judge.standby import NONE
+
+    monkeypatch.setenv("KZ_STANDBY", "1")
+    task, good = _case("correct/triton_gelu.py")
+    own = api.own_standby()
+    try:
+        verdict = verify(task, good, "triton", options_for(compile_check=False), standby=NONE)
+        assert verdict.status == "correct" and (own.started, own.taken) == (0, 0)
+    finally:
+        own.close()
+        api._own.clear()

@@ -58,6 +58,7 @@ from kernelzero.types import Verdict
 from kernelzero.verify import VerifyOptions, get_backend, infra_verdict, verify
 from kernelzero.verify.backends import backend_module
 from kernelzero.verify.backends.cuda.build_cache import BuildCache, default_cache_dir, ensure_readable
+from kernelzero.verify.judge.standby import NONE as NO_STANDBY
 from kernelzero.verify.judge.standby import Standby
 from kernelzero.verify.sandbox.process import plan_for
 
@@ -220,7 +221,7 @@ class LocalPool:
             opts = replace(opts, gpu_index=gpu, build_cache=str(self.cache.root), gpu_mem_fraction=share)
 
         def attempt(fresh: bool) -> Verdict:  # the retry gets a fresh judge, never a standby one
-            standby = None if fresh else self.standby
+            standby = NO_STANDBY if fresh else self.standby
             return guarded(req, lambda: verify(req.task, req.candidate, req.backend, opts, standby=standby))
 
         def counted() -> None:

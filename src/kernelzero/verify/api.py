@@ -65,7 +65,7 @@ def verify(
     """Verify one candidate (a completion or a source) for `task`; never raises for candidate faults.
 
     `backend`: a name in `BACKENDS`. `standby`: judges started ahead of requests (judge/standby.py); one is used
-    when ready. Raises `SandboxUnavailable` (nothing ran) where the sandbox cannot be set up as configured; with
+    when ready (None: the process's own, `own_standby`, when KZ_STANDBY is set; `standby.NONE`: a cold judge). Raises `SandboxUnavailable` (nothing ran) where the sandbox cannot be set up as configured; with
     `unsafe_no_sandbox` every verdict's notes start with `UNSAFE_NOTE`.
     """
     opts = options or options_for()

@@ -121,6 +121,9 @@ class Standby:
         _end(procs)
 
 
+NONE = Standby(0)  # no standby judge, not even the process's own (verify/api.py own_standby): a cold judge
+
+
 def _end(procs: list[subprocess.Popen], grace_s: float = 15.0) -> None:
     """Close the standbys' stdin (each exits and cleans up); kill a group that has not exited after `grace_s`."""
     for proc in procs:
