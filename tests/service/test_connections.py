@@ -120,7 +120,12 @@ def test_past_the_cap_the_longest_idle_connection_is_closed(tmp_path):
             time.sleep(0.1)
         assert socks[-1] in open_now and socks[0] not in open_now  # the oldest idle went first
         assert raw(f"http://127.0.0.1:{port}/healthz")[0] == 200  # a new client gets in beside 20 idle ones
-        assert _sockets_of(proc.pid) <= 22  # the cap, the listener, the one being closed
+        # the cap, the listener, the one being closed; the /healthz connection may still be closing just after its
+        # answer (23 once in CI, 2026-12-02), so the count must settle there, not hold at once
+        deadline = time.monotonic() + 5
+        while (held := _sockets_of(proc.pid)) > 22:
+            assert time.monotonic() < deadline, f"the server still holds {held} sockets, cap 20"
+            time.sleep(0.1)
     finally:
         for s in socks:
             s.close()
