@@ -161,3 +161,25 @@ def test_a_candidate_faster_only_on_the_recurring_set_is_a_replay_and_an_honest_
     assert not replay_suspected(_sides(0.30, 0.20), _sides(0.40, 0.27))[0]
     edge = 0.34 / (0.25 * RECUR_TOLERANCE)  # exactly the tolerance: allowed
     assert not replay_suspected(_sides(0.34, 0.25), _sides(0.34, 0.34 / edge))[0]
+
+
+def _planning_judge(ref_ms: float, timed_calls: int = 30, budget_s: float = 0.3):
+    from types import SimpleNamespace
+
+    from kernelzero.verify import options_for
+
+    opts = options_for(timed_calls=timed_calls, timing_budget_s=budget_s)
+    return SimpleNamespace(opts=opts, stage_s={"ref_forward_ms": ref_ms})
+
+
+def test_a_block_bound_caps_the_calls_of_mid_sized_sets_and_never_goes_below_the_profiles():
+    from kernelzero.verify.judge.timing_stage import MAX_BLOCKS, MAX_CALLS, plan_calls
+
+    mib = 1 << 20
+    # 32 MiB in, 32 MiB out: two calls a block; a 0.02 ms kernel would fill the budget with MAX_CALLS calls
+    calls, per_block = plan_calls(_planning_judge(0.02), 32 * mib, 32 * mib)
+    assert per_block == 2 and calls == max(30, 2 * MAX_BLOCKS) < MAX_CALLS
+    # small sets: the whole budget in two blocks, as before
+    assert plan_calls(_planning_judge(0.02), 1 << 10, 1 << 10) == (MAX_CALLS, MAX_CALLS // 2)
+    # huge sets (one call a block): the profile's timed calls all the same
+    assert plan_calls(_planning_judge(0.02, timed_calls=100), 512 * mib, 512 * mib)[0] == 100

@@ -60,6 +60,11 @@ if TYPE_CHECKING:
 
 MAX_CALLS = 200  # timed calls per side at most
 MIN_BLOCKS = 2  # blocks per side at least (the overhead's noise needs two)
+# Blocks per side at most, once the profile's timed calls are in: each block costs its draws, round trips and output
+# checks, so a 0.02 ms kernel on 32 MiB sets (2 calls a block) planned 200 calls in 100 blocks while holding the GPU
+# alone. In the H200 gate (2026-12-02) a candidate's exclusive timing took a median 2.7 s at 0.05 s a side; how much
+# of that is per-block cost is not yet measured.
+MAX_BLOCKS = 16
 BLOCK_BYTES = 256 << 20  # input and output bytes one block may hold on the GPU at once (judge side)
 OVERHEAD_FLOOR_MS = 0.01  # per call: a candidate's overhead may exceed the reference's by this much at least
 LAUNCH_BOUND_MS = 0.02  # below this per call, launch overhead dominates: the speedup is flagged
@@ -74,12 +79,14 @@ def _bytes_of(values: list) -> int:
 
 
 def plan_calls(judge: Judge, set_bytes: int, out_bytes: int) -> tuple[int, int]:
-    """(timed calls per side, calls per block) for this task."""
+    """(timed calls per side, calls per block) for this task: enough calls to fill the time budget (at least the
+    profile's `timed_calls`, at most MAX_CALLS), in blocks that fit BLOCK_BYTES, and no more than MAX_BLOCKS blocks
+    beyond the profile's `timed_calls` (each block costs its fresh sets' draws and two round trips)."""
     ref_ms = max(judge.stage_s.get("ref_forward_ms", 1.0), 1e-3)
     calls = int(min(MAX_CALLS, max(judge.opts.timed_calls, judge.opts.timing_budget_s * 1e3 / ref_ms)))
     fits = max(1, BLOCK_BYTES // max(1, 2 * set_bytes + 2 * out_bytes))
     per_block = max(1, min(fits, math.ceil(calls / MIN_BLOCKS)))
-    return calls, per_block
+    return min(calls, max(judge.opts.timed_calls, per_block * MAX_BLOCKS)), per_block
 
 
 def _draw(judge: Judge, count: int, fresh: bool = False) -> list[list]:
