@@ -13,11 +13,12 @@ import time
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
+from kernelzero.verify.sandbox.box import source_root
 from kernelzero.verify.worker import timing
 from kernelzero.verify.worker.seal import TIMED_CALL
 from kernelzero.verify.worker.worker import Worker
 
-SOURCE_ROOT = str(__import__("pathlib").Path(timing.__file__).resolve().parents[2])
+SOURCE_ROOT = str(source_root() / "kernelzero")  # kernelzero's own files
 
 
 class HostEvent:

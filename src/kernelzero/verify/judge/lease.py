@@ -50,7 +50,7 @@ def suspect_path(uuid: str) -> Path:
 
 def mark_suspect(uuid: str | None = None) -> None:
     """Call while holding the lease: the next holder probes the GPU first."""
-    os.close(_open(suspect_path(uuid or _device_uuid())))  # its existence is the mark
+    os.close(_open(suspect_path(uuid or device_uuid())))  # its existence is the mark
 
 
 def _probe_if_suspect(uuid: str) -> None:
@@ -68,16 +68,12 @@ def lock_path(uuid: str) -> Path:
     return LOCK_DIR / f"{uuid}.lock"
 
 
-def _device_uuid() -> str:
+def device_uuid() -> str:
+    """The current GPU's uuid, as the leases and the memory ledger name it."""
     import torch
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return str(getattr(props, "uuid", "")) or f"{props.name}-{torch.cuda.current_device()}".replace(" ", "_")
-
-
-def device_uuid() -> str:
-    """The current GPU's uuid, as the leases name it."""
-    return _device_uuid()
 
 
 def turn_path(uuid: str) -> Path:
@@ -107,7 +103,7 @@ def _take(held: dict, uuid: str, mode: int) -> None:
 @contextlib.contextmanager
 def gpu_lease(uuid: str | None = None, shared: bool = False) -> Iterator[float]:
     """Hold the current GPU's lease (shared: beside other checkers; else alone); yields the seconds waited."""
-    uuid = uuid or _device_uuid()
+    uuid = uuid or device_uuid()
     held = _held.get(uuid)
     if held is not None:
         if not shared and held["mode"] == "shared":
@@ -155,7 +151,7 @@ def let_writers_in(uuid: str | None = None) -> float:
     checker, waiting for its slowest step sequence: on the H200 gate (2026-12-02) one verification's five correctness
     trials on 512 MiB input sets held 11 timers and the GPU idle for over a minute. With this between steps a timer
     waits one step at most."""
-    uuid = uuid or _device_uuid()
+    uuid = uuid or device_uuid()
     held = _held.get(uuid)
     if held is None or held["mode"] != "shared":
         return 0.0
@@ -177,7 +173,7 @@ def exclusive_gpu(uuid: str | None = None) -> Iterator[float]:
     From a shared lease the hold is given up first, then retaken exclusively; it stays exclusive until
     the outer lease ends.
     """
-    uuid = uuid or _device_uuid()
+    uuid = uuid or device_uuid()
     held = _held.get(uuid)
     if held is None:
         with gpu_lease(uuid) as waited:

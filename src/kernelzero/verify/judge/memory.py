@@ -274,11 +274,11 @@ def current_gpu_lease(
     asked for: the budget when alone)."""
     import torch
 
-    from kernelzero.verify.judge.lease import _device_uuid
+    from kernelzero.verify.judge.lease import device_uuid
 
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
     budget = budget_bytes(total, gpu_mem_gb)
-    with memory_lease(need, _device_uuid(), budget, alone=alone, base=base, keep=keep) as waited:
+    with memory_lease(need, device_uuid(), budget, alone=alone, base=base, keep=keep) as waited:
         yield waited, budget if alone else min(need, budget)
 
 
