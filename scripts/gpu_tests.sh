@@ -13,7 +13,8 @@
 # verification waits for, not by a worker count), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
 # KZ_GPU_TEST_MAX_INPUT_MIB, KZ_STANDBY and KZ_GATE_EXCL_S (see below), KZ_GATE_ARGS (more pytest arguments, split on spaces:
 # `-k cheat_rejected` for a part of the gate, `-k (a)or(b)` for several; a part is a
-# diagnosis, never the gate), KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
+# diagnosis, never the gate), KZ_GATE_RESUME (a gpu_table.md of an earlier run on the same commit: the tests it shows
+# passed are left out, so a gate cut by the wall limit goes on in the next call; a diagnosis too), KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
 # Exit: 0 all passed; 1 a test failed or was skipped for a missing package; 2 a wheel missing or wrong; 124 the wall
 # limit stopped the run.
 set -uo pipefail
@@ -81,6 +82,15 @@ trap 'kill "$monitor_pid" 2>/dev/null' EXIT
 mapfile -t paths < <( (grep -rlE "mark\.gpu" tests --include='test_*.py'; ls tests/verify/test_helion_*.py) | sort -u)
 gate_all=(--gate-all tests/service)
 for f in tests/verify/test_helion_*.py; do gate_all+=(--gate-all "$f"); done
+# KZ_GATE_RESUME: leave out what an earlier run's table shows passed (its rows: `| node id | passed | ...`)
+resume=()
+if [ -n "${KZ_GATE_RESUME:-}" ]; then
+  [ -f "$KZ_GATE_RESUME" ] || { echo "KZ_GATE_RESUME: no such table: $KZ_GATE_RESUME"; exit 2; }
+  while IFS= read -r id; do resume+=(--deselect "$id"); done < <(grep -E '^\| [^ ]+ \| passed \| ' "$KZ_GATE_RESUME" |
+    cut -d'|' -f2 | sed 's/^ *//; s/ *$//')
+  echo "resuming: ${#resume[@]} arguments leave out the $((${#resume[@]} / 2)) tests passed in $KZ_GATE_RESUME" |
+    tee -a "$table"
+fi
 jobs="${KZ_TEST_JOBS:-$(nproc)}"
 left=$((wall - SECONDS))
 echo "pytest: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, $left s in all;" \
@@ -92,13 +102,14 @@ excl_s="${KZ_GATE_EXCL_S:-120}"
 PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$((left - excl_s * (excl > 0)))" python3 -m pytest -p gpu_table \
   -p no:cacheprovider -q -rfE -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
   --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" -m "not gpu_exclusive" \
-  --gpu-table "$table" "${gate_all[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1
+  --gpu-table "$table" "${gate_all[@]}" "${resume[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service \
+  > "$out/gpu_tests.log" 2>&1
 rc=$?
 left=$((wall - SECONDS))
 if [ "$excl" -gt 0 ] && [ "$left" -gt 10 ]; then
   # no standby judges here: these tests account for every byte of the GPU (a foreign tenant, eight 20 GB leases)
   KZ_STANDBY=0 PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$left" python3 -m pytest -p gpu_table -p no:cacheprovider -q -rfE \
-    -p no:xdist -m gpu_exclusive --timeout "${KZ_TEST_TIMEOUT_S:-240}" --gpu-table "$table" "${paths[@]}" \
+    -p no:xdist -m gpu_exclusive --timeout "${KZ_TEST_TIMEOUT_S:-240}" --gpu-table "$table" "${resume[@]}" "${paths[@]}" \
     >> "$out/gpu_tests.log" 2>&1
   excl_rc=$?
   if [ "$rc" -eq 0 ] || [ "$excl_rc" -eq 124 ] || [ "$excl_rc" -eq 137 ]; then rc=$excl_rc; fi

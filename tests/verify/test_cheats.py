@@ -51,7 +51,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fixtures import gate_options, gpu_sized, load_task  # noqa: E402
+from fixtures import gate_options, gate_verify, gpu_sized, load_task  # noqa: E402
 from naive_harness import run_naive  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -312,12 +312,13 @@ def test_cheat_rejected(cheat: Cheat):
 @pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("cheat", CHEAT_LIST, ids=IDS)
 def test_cheat_rejected_gpu(cheat: Cheat):
-    from kernelzero.verify import verify
 
     budget = float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3"))  # per side; scripts/gpu_tests.sh uses less
     options = cheat.verify_options(device="cuda", timing_budget_s=budget)
     task = load_task(cheat.task_key)
-    verdict = verify(task if cheat.bench_sizes else gpu_sized(task), cheat.source, cheat.backend, options)
+    verdict = gate_verify(
+        task if cheat.bench_sizes else gpu_sized(task), cheat.source, cheat.backend, options, cheat.expect
+    )
     neutralised = (
         cheat.max_speedup is not None
         and verdict.status == "correct"

@@ -146,6 +146,37 @@ def test_gate_options_share_the_solo_reference_cache_only_on_a_gpu_when_asked(mo
     assert f.verify_options(device="cuda").baselines_dir == "/tmp/kz-gate-baselines-test"
 
 
+def test_the_gate_times_only_verdicts_that_reached_the_end(monkeypatch):
+    """fixtures.gate_verify: a test expecting a verdict given before timing verifies untimed first and keeps that
+    verdict when it was given before the end; a verdict that reached the end is verified again with timing; a test
+    expecting a timed status is timed at once."""
+    import kernelzero.verify as api
+    from kernelzero.types import Verdict
+    from kernelzero.verify import options_for
+
+    calls: list[bool] = []
+
+    def answer(stage: str):
+        def fake(task, source, backend, opts):
+            calls.append(opts.time_it)
+            status = "mismatch" if stage != "done" else "correct"
+            return Verdict(status, "t", "h", "c", "triton", "default", "H200", stage)
+
+        return fake
+
+    opts = options_for(device="cuda")
+    monkeypatch.setattr(api, "verify", answer("correctness"))
+    assert fx.gate_verify(None, "", "triton", opts, "mismatch").status == "mismatch" and calls == [False]
+    calls.clear()
+    monkeypatch.setattr(api, "verify", answer("done"))
+    assert fx.gate_verify(None, "", "triton", opts, "mismatch|tampered").status == "correct" and calls == [False, True]
+    calls.clear()
+    assert fx.gate_verify(None, "", "triton", opts, "unconfirmed_speedup").stage == "done" and calls == [True]
+    calls.clear()
+    fx.gate_verify(None, "", "triton", options_for(device="cpu"), "mismatch")
+    assert calls == [True]  # no GPU: no timing to save
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("f", TRITON, ids=_ids(TRITON))
 def test_triton_fixture_cpu(f: fx.Fixture):
@@ -195,10 +226,10 @@ def test_fixture_gpu(f: fx.Fixture):
     One test per fixture, so pytest-xdist spreads them over its workers (the memory lease divides the GPU) and
     each gets its own row in scripts/gpu_tests.sh's table; select some with `-k`.
     """
-    from kernelzero.verify import verify
 
     start = time.monotonic()
-    verdict = verify(f.task(), f.source, f.backend, f.verify_options(device="cuda", timing_budget_s=TIMING_BUDGET_S))
+    opts = f.verify_options(device="cuda", timing_budget_s=TIMING_BUDGET_S)
+    verdict = fx.gate_verify(f.task(), f.source, f.backend, opts, f.expect)
     seconds = time.monotonic() - start
     print(f"{f.name}: {verdict.status} (want {f.expect}) in {seconds:.1f} s{fx.timing_note(verdict)}")
     assert verdict.status == f.expect, _describe(f, verdict, f.expect)

@@ -189,11 +189,10 @@ def test_helion_fixture_gpu(c: Case):
     each: xdist spreads them, the gate's table has a row for each; select some with `-k`); a correct one must report
     a timing and a speedup."""
     pytest.importorskip("helion")
-    from kernelzero.verify import verify
 
     start = time.monotonic()
     opts = c.verify_options(device="cuda", timing_budget_s=float(os.environ.get("KZ_TIMING_BUDGET_S", "0.3")))
-    verdict = verify(fx.gpu_sized(fx.load_task(c.task_key)), c.path.read_text(), "helion", opts)
+    verdict = fx.gate_verify(fx.gpu_sized(fx.load_task(c.task_key)), c.path.read_text(), "helion", opts, c.expect)
     print(f"{c.name}: {verdict.status} (want {c.expect}) in {time.monotonic() - start:.1f} s{fx.timing_note(verdict)}")
     assert verdict.status == c.expect, _describe(c, verdict, c.expect)
     if c.expect == "correct":

@@ -106,3 +106,18 @@ def test_a_timed_call_that_reports_no_host_time_is_an_error(monkeypatch):
         assert "without its host time" in str(exc)
     else:
         raise AssertionError("a call without its host time was accepted")
+
+
+def test_every_timed_call_also_reports_its_host_bounded_time(monkeypatch):
+    """`held` gets each timed call's host interval minus the empty region's overhead, whatever `host_check`
+    says, so the judge can compare it with the event time (judge/timing_checks.py `escaped_work`)."""
+    _on_host(monkeypatch)
+    worker = Worker(out_fd=-1)
+    worker.model = Spy(ms=3.0)
+    inputs = [torch.ones(4)]
+    held: list[float] = []
+    times = timing.time_calls(
+        lambda key, probe: worker._forward(inputs, (), probe), [0, 0], 1, "cuda", False, held=held
+    )
+    assert len(held) == len(times) == 2 and all(h >= t for h, t in zip(held, times, strict=True)), (held, times)
+    assert all(3.0 <= h < 60.0 for h in held), held

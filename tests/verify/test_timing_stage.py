@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kernelzero.types import Timing
-from kernelzero.verify.judge.timing_stage import block_overhead, bootstrap_ci, check_clock, sabotage
+from kernelzero.verify.judge.timing_checks import block_overhead, bootstrap_ci, check_clock, sabotage
 
 
 def sides(ref_over: list[float], cand_over: list[float], cand_ms: float = 1.0) -> dict:
@@ -151,7 +151,7 @@ def _sides(ref_ms: float, cand_ms: float) -> dict:
 
 
 def test_a_candidate_faster_only_on_the_recurring_set_is_a_replay_and_an_honest_one_is_not():
-    from kernelzero.verify.judge.timing_stage import RECUR_TOLERANCE, replay_suspected
+    from kernelzero.verify.judge.timing_checks import RECUR_TOLERANCE, replay_suspected
 
     # the H200's content memo on GELU: 0.25 ms against 0.34 ms on the recurring set, its honest 0.40 ms on fresh ones
     replayed, said = replay_suspected(_sides(0.34, 0.25), _sides(0.34, 0.40))
@@ -183,3 +183,28 @@ def test_a_block_bound_caps_the_calls_of_mid_sized_sets_and_never_goes_below_the
     assert plan_calls(_planning_judge(0.02), 1 << 10, 1 << 10) == (MAX_CALLS, MAX_CALLS // 2)
     # huge sets (one call a block): the profile's timed calls all the same
     assert plan_calls(_planning_judge(0.02, timed_calls=100), 512 * mib, 512 * mib)[0] == 100
+
+
+def _held_sides(ref: tuple[float, float], cand: tuple[float, float]) -> dict:
+    """Per side (event ms, held ms) for ten calls, one of them slow on both clocks (host noise)."""
+    out = {}
+    for side, (event, held) in (("ref", ref), ("cand", cand)):
+        out[side] = {"times": [event] * 9 + [event * 3], "held": [held] * 9 + [held * 3]}
+    return out
+
+
+def test_work_left_on_an_unjoined_stream_is_found_and_honest_gaps_are_not():
+    from kernelzero.verify.judge.timing_checks import ESCAPE_FLOOR_MS, escaped_work
+
+    # the H200's side-stream GELU: events saw 0.134 ms (the launch), the synchronised host clock 0.30 ms
+    said = escaped_work(_held_sides(ref=(0.275, 0.280), cand=(0.134, 0.30)))
+    assert "outlived its timed stream" in said and "0.1660 ms" in said
+    # an honest faster kernel: both sides' held times a few microseconds over their events
+    assert escaped_work(_held_sides(ref=(0.275, 0.281), cand=(0.134, 0.139))) == ""
+    # a tiny launch-bound kernel with a noisy host: the gap stays under the floor
+    assert escaped_work(_held_sides(ref=(0.010, 0.012), cand=(0.005, 0.005 + ESCAPE_FLOOR_MS))) == ""
+    # both sides show the same large gap (a slow synchronise on a loaded host): not the candidate's doing
+    assert escaped_work(_held_sides(ref=(0.275, 0.475), cand=(0.134, 0.334))) == ""
+    # no held times (a CPU run) or a short series: nothing to compare
+    assert escaped_work({"ref": {"times": [0.2]}, "cand": {"times": [0.1]}}) == ""
+    assert escaped_work({"ref": {"times": [0.2], "held": [0.2]}, "cand": {"times": [0.1, 0.1], "held": [0.5]}}) == ""

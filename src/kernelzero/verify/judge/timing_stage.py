@@ -32,6 +32,10 @@ Only correct candidates reach this stage, and only while their judge holds the G
   both; the headline numbers stay KernelBench's. Measured on the H200 (2026-12-02): two content memos were
   credited 1.37x and 2.05x on memory-bound tasks whose honest kernels earn about 1x, under the 10x cap that asks
   for the stricter second verification.
+- **Work outliving the timed stream.** Under event timing (the kernelbench profile) each call also reports its
+  host-bounded time (a device-wide synchronise ends it); a candidate faster than the reference whose gap between
+  the two exceeds the reference's gap is `unconfirmed_speedup` (`escaped_work`): a kernel left running on an unjoined
+  stream is credited with its launch alone by the events.
 - **Baseline sabotage.** The reference is also timed alone, before any candidate code runs (`solo_reference`,
   cached per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise gives `tampered`
   (the candidate left work on the GPU that slows the reference).
@@ -45,12 +49,19 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
+from kernelzero.verify.judge.timing_checks import (
+    block_overhead,
+    bootstrap_ci,
+    check_clock,
+    escaped_work,
+    replay_suspected,
+    sabotage,
+)
 from kernelzero.verify.options import VerifyOptions, profile_of
 from kernelzero.verify.worker.timing import summarise
 
@@ -66,12 +77,9 @@ MIN_BLOCKS = 2  # blocks per side at least (the overhead's noise needs two)
 # of that is per-block cost is not yet measured.
 MAX_BLOCKS = 16
 BLOCK_BYTES = 256 << 20  # input and output bytes one block may hold on the GPU at once (judge side)
-OVERHEAD_FLOOR_MS = 0.01  # per call: a candidate's overhead may exceed the reference's by this much at least
 LAUNCH_BOUND_MS = 0.02  # below this per call, launch overhead dominates: the speedup is flagged
 AUDITS_PER_BLOCK = 2  # untimed calls with the op recorder per candidate block, at positions drawn per block
 RECUR_CALLS = 20  # timed calls per side on fresh sets in the recurring-input check
-RECUR_TOLERANCE = 1.25  # a speedup on the recurring set may be this many times the fresh one (noise, no more)
-SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
 
 
 def _bytes_of(values: list) -> int:
@@ -122,7 +130,8 @@ def _audit_positions(warmup: int, timed: int, audits: int) -> list[int]:
 def _candidate_block(
     judge: Judge, worker: WorkerProcess, sets: list, warmup: int, host_check: bool, audits: list, before: list[int]
 ):
-    """(per-call ms, outputs per call, judge's seconds) of one candidate block, or a rejecting Verdict.
+    """(per-call ms, outputs per call, judge's seconds, host-bounded ms) of one candidate block, or a rejecting
+    Verdict.
 
     `audits`: input sets for untimed calls with the op recorder, made before the timed calls at `before`
     (their outputs follow the timed calls' outputs)."""
@@ -148,7 +157,7 @@ def _candidate_block(
         judge.fields["torch_ops"] = tuple(sorted(set(judge.fields.get("torch_ops", ())) | set(reply["torch_ops"])))
     n = reply["n_out"]
     outs = [judge.on_device(tensors[k * n : (k + 1) * n]) for k in range(timed + len(before))]
-    return list(reply["times_ms"]), outs, seconds
+    return list(reply["times_ms"]), outs, seconds, list(reply.get("held_ms", []))
 
 
 def _reference_block(judge: Judge, sets: list, warmup: int, host_check: bool, audits=(), before=()):
@@ -160,7 +169,7 @@ def _reference_block(judge: Judge, sets: list, warmup: int, host_check: bool, au
     seconds = time.perf_counter() - start
     if judge.opts.ref_fp64:  # the expected outputs come from the float64 copy
         outs = [judge.ref.expected(s, judge.run_timeout()) for s in [*sets[warmup:], *audits]]
-    return times, outs, seconds
+    return times, outs, seconds, getattr(judge.ref, "last_held", [])
 
 
 def _check_outputs(judge: Judge, expected: list, got: list, sets: list) -> Verdict | None:
@@ -183,7 +192,7 @@ def interleaved(
     planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
     calls = calls or planned
     per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
-    sides = {"ref": {"times": [], "overheads": []}, "cand": {"times": [], "overheads": []}}
+    sides = {side: {"times": [], "overheads": [], "held": []} for side in ("ref", "cand")}
     done, block = 0, 0
     while done < calls:
         m = min(per_block, calls - done)
@@ -204,64 +213,12 @@ def interleaved(
         if wrong is not None:
             return wrong
         untimed = warmup + len(audits)  # calls inside the judge's clock but not in the reported times
-        for side, (times, _, seconds) in results.items():
+        for side, (times, _, seconds, held) in results.items():
             sides[side]["times"] += times
+            sides[side]["held"] += held
             sides[side]["overheads"].append(block_overhead(seconds * 1e3, times, untimed))
         done, block = done + m, block + 1
     return sides
-
-
-def block_overhead(judge_ms: float, times: list[float], untimed: int) -> float:
-    """Per timed call, what the judge's clock saw beyond the reported times: its block time minus the reported
-    times and minus the untimed calls (warm-ups, audits), each counted at the median reported time.
-
-    Untimed calls cost what a call of that side costs, so they are taken out at that side's own rate: a slower
-    honest candidate is not charged for its slower warm-ups. A candidate that reports less than it takes is
-    charged for every call, timed or not: its overhead grows by the missing time times all its calls.
-    """
-    if not times:
-        return 0.0
-    return (judge_ms - sum(times) - untimed * float(np.median(times))) / len(times)
-
-
-def check_clock(sides: dict) -> tuple[float, str]:
-    """(ms to add to each candidate call, what the check found) from the blocks' overheads (see the docstring)."""
-    ref_o, cand_o = np.array(sides["ref"]["overheads"]), np.array(sides["cand"]["overheads"])
-    excess = float(np.mean(cand_o - ref_o))
-    noise = float(np.std(ref_o, ddof=1)) * math.sqrt(2 / len(ref_o)) if len(ref_o) > 1 else 0.0
-    per_call = float(np.median(sides["cand"]["times"])) if sides["cand"]["times"] else 0.0
-    allowed = 3 * noise + OVERHEAD_FLOOR_MS + 0.02 * per_call
-    if excess <= allowed:
-        return 0.0, f"confirmed by the judge's clock (excess overhead {excess * 1e3:.1f} us <= {allowed * 1e3:.1f} us)"
-    return excess, (
-        f"corrected: the judge's clock saw {excess * 1e3:.1f} us per call more than the candidate reported "
-        f"(allowed {allowed * 1e3:.1f} us); its times include that excess"
-    )
-
-
-def bootstrap_ci(ref: list[float], cand: list[float], statistic: str, draws: int = 2000) -> tuple[float, float]:
-    """95% percentile interval of stat(ref) / stat(cand), resampling each side's calls."""
-    rng = np.random.default_rng(0)
-    r, c = np.asarray(ref), np.asarray(cand)
-    stat = np.median if statistic == "median" else np.mean
-    ratios = [stat(rng.choice(r, r.size)) / stat(rng.choice(c, c.size)) for _ in range(draws)]
-    low, high = np.percentile(ratios, [2.5, 97.5])
-    return round(float(low), 4), round(float(high), 4)
-
-
-def sabotage(solo: Timing | None, beside: Timing) -> str:
-    """Why the reference timed beside the candidate is too slow against its solo timing ('' when it is not)."""
-    if solo is None or solo.median_ms <= 0:
-        return ""
-    spread = (solo.p90_ms - solo.p10_ms) / solo.median_ms
-    limit = solo.median_ms * (1 + max(SABOTAGE_TOLERANCE, 2 * spread))
-    if beside.median_ms <= limit:
-        return ""
-    slower = beside.median_ms / solo.median_ms - 1
-    return (
-        f"the reference ran {slower:.0%} slower beside the candidate than alone ({beside.median_ms:.4f} vs "
-        f"{solo.median_ms:.4f} ms): work the candidate left on the GPU slows the baseline"
-    )
 
 
 def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
@@ -282,6 +239,9 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
         return judge.verdict("tampered", "timing", slowed)
     stat = f"{profile.statistic}_ms"
     speedup = getattr(eager, stat) / getattr(timing, stat) if getattr(timing, stat) > 0 else None
+    escaped = escaped_work(sides) if speedup is not None and speedup > 1.0 and not host_check else ""
+    if escaped:
+        return judge.verdict("unconfirmed_speedup", "timing", escaped)
     if speedup is not None and speedup > 1.0 and judge.opts.input_sets == 1 and not judge.opts.confirming:
         replayed = recurring_input_check(judge, worker, host_check, sides)
         if replayed is not None:
@@ -309,11 +269,6 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     )
 
 
-def _median_speedup(sides: dict) -> float:
-    cand = float(np.median(sides["cand"]["times"]))
-    return float(np.median(sides["ref"]["times"])) / cand if cand > 0 else math.inf
-
-
 def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool, sides: dict) -> Verdict | None:
     """The kernelbench profile's speedup against the same candidate's on fresh sets (the module docstring's
     "Recurring inputs"): `unconfirmed_speedup` when the recurring set's is more than RECUR_TOLERANCE times the fresh
@@ -328,16 +283,6 @@ def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool,
         return judge.verdict("unconfirmed_speedup", "timing", said)
     judge.notes.append(said)
     return None
-
-
-def replay_suspected(recurring: dict, fresh: dict) -> tuple[bool, str]:
-    """(whether the candidate gains more than RECUR_TOLERANCE from a recurring input set than on fresh ones, what
-    was measured), from the per-side times of both timings."""
-    once, again = _median_speedup(recurring), _median_speedup(fresh)
-    said = f"median speedup {once:.2f}x on the recurring input set, {again:.2f}x on fresh sets"
-    if once > RECUR_TOLERANCE * again:
-        return True, f"{said}: a result kept from an earlier call on the same input is replayed"
-    return False, said
 
 
 def _compiled_reference(judge: Judge, host_check: bool) -> Timing | None:

@@ -63,12 +63,15 @@ def time_calls(
     host_check: bool = True,
     prepare: Callable[[int], None] | None = None,
     warmup_keys: list[int] | None = None,
+    held: list[float] | None = None,
 ) -> list[float]:
     """Per-call times in ms for `call(i)` over `order`; [] on CPU (no meaningful device time).
 
     `prepare(i)`, when given, runs before each call outside the timed region (new inputs);
     warm-up calls use `warmup_keys` (default: the first keys of `order`). `host_check=False`
-    reports the event interval alone (KernelBench's protocol).
+    reports the event interval alone (KernelBench's protocol). `held`, when given, gets each timed call's
+    host-bounded time (the larger of the event interval and the host interval minus the empty region's overhead)
+    whatever `host_check` says: the judge compares the two series to find work that outlives the timed stream.
     """
     prepare = prepare or (lambda key: None)
     keys = warmup_keys if warmup_keys is not None else [order[k % len(order)] for k in range(warmup)]
@@ -93,7 +96,10 @@ def time_calls(
         if not host:
             raise RuntimeError("a timed call came back without its host time")
         event = _elapsed(start, end)
-        times.append(max(event, host[-1] * 1e3 - overhead) if host_check else event)
+        bounded = max(event, host[-1] * 1e3 - overhead)
+        times.append(bounded if host_check else event)
+        if held is not None:
+            held.append(bounded)
     return times
 
 

@@ -322,12 +322,11 @@ class Worker:
                 outs.append(got)
 
         watch = self.guards.watch
+        held: list[float] = []  # host-bounded times of the same calls (timing.time_calls)
         try:
             watch.in_forward = True  # the whole block, once: nothing is switched between watched and timed calls
-            timed = list(range(warmup, first_audit))
-            times = time_calls(
-                call, timed, warmup, self.device, req["host_check"], audit_call, warmup_keys=list(range(warmup))
-            )
+            timed, keys = list(range(warmup, first_audit)), list(range(warmup))
+            times = time_calls(call, timed, warmup, self.device, req["host_check"], audit_call, keys, held)
         except BaseException as exc:
             return self.reply_error(exc, "timing")
         finally:
@@ -337,6 +336,7 @@ class Worker:
         reply = {
             "ok": True,
             "times_ms": times,
+            "held_ms": held,
             "n_out": len(outs[0]) if outs else 0,
             "calls_without_kernel": len(without_kernel),
             "torch_ops": sorted(audit_ops | set(host)),

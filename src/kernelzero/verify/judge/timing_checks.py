@@ -1,0 +1,113 @@
+"""The decisions of the timing stage (judge/timing_stage.py), as functions of the measured per-call times alone: the
+judge's clock against the reported times (`block_overhead`, `check_clock`), the speedup's interval (`bootstrap_ci`),
+baseline sabotage (`sabotage`), work outliving the timed stream (`escaped_work`) and a replayed recurring input
+(`replay_suspected`). Kept apart from the stage's GPU work so each can be tested on numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernelzero.types import Timing
+
+OVERHEAD_FLOOR_MS = 0.01  # per call: a candidate's overhead may exceed the reference's by this much at least
+RECUR_TOLERANCE = 1.25  # a speedup on the recurring set may be this many times the fresh one (noise, no more)
+ESCAPE_FLOOR_MS = 0.02  # per call: the candidate's held-minus-event gap may exceed the reference's by this much
+ESCAPE_SHARE = 0.15  # or by this share of its held time, whichever is larger (see `escaped_work`)
+SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
+
+
+def block_overhead(judge_ms: float, times: list[float], untimed: int) -> float:
+    """Per timed call, what the judge's clock saw beyond the reported times: its block time minus the reported
+    times and minus the untimed calls (warm-ups, audits), each counted at the median reported time.
+
+    Untimed calls cost what a call of that side costs, so they are taken out at that side's own rate: a slower
+    honest candidate is not charged for its slower warm-ups. A candidate that reports less than it takes is
+    charged for every call, timed or not: its overhead grows by the missing time times all its calls.
+    """
+    if not times:
+        return 0.0
+    return (judge_ms - sum(times) - untimed * float(np.median(times))) / len(times)
+
+
+def check_clock(sides: dict) -> tuple[float, str]:
+    """(ms to add to each candidate call, what the check found) from the blocks' overheads (see the docstring)."""
+    ref_o, cand_o = np.array(sides["ref"]["overheads"]), np.array(sides["cand"]["overheads"])
+    excess = float(np.mean(cand_o - ref_o))
+    noise = float(np.std(ref_o, ddof=1)) * math.sqrt(2 / len(ref_o)) if len(ref_o) > 1 else 0.0
+    per_call = float(np.median(sides["cand"]["times"])) if sides["cand"]["times"] else 0.0
+    allowed = 3 * noise + OVERHEAD_FLOOR_MS + 0.02 * per_call
+    if excess <= allowed:
+        return 0.0, f"confirmed by the judge's clock (excess overhead {excess * 1e3:.1f} us <= {allowed * 1e3:.1f} us)"
+    return excess, (
+        f"corrected: the judge's clock saw {excess * 1e3:.1f} us per call more than the candidate reported "
+        f"(allowed {allowed * 1e3:.1f} us); its times include that excess"
+    )
+
+
+def bootstrap_ci(ref: list[float], cand: list[float], statistic: str, draws: int = 2000) -> tuple[float, float]:
+    """95% percentile interval of stat(ref) / stat(cand), resampling each side's calls."""
+    rng = np.random.default_rng(0)
+    r, c = np.asarray(ref), np.asarray(cand)
+    stat = np.median if statistic == "median" else np.mean
+    ratios = [stat(rng.choice(r, r.size)) / stat(rng.choice(c, c.size)) for _ in range(draws)]
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return round(float(low), 4), round(float(high), 4)
+
+
+def sabotage(solo: Timing | None, beside: Timing) -> str:
+    """Why the reference timed beside the candidate is too slow against its solo timing ('' when it is not)."""
+    if solo is None or solo.median_ms <= 0:
+        return ""
+    spread = (solo.p90_ms - solo.p10_ms) / solo.median_ms
+    limit = solo.median_ms * (1 + max(SABOTAGE_TOLERANCE, 2 * spread))
+    if beside.median_ms <= limit:
+        return ""
+    slower = beside.median_ms / solo.median_ms - 1
+    return (
+        f"the reference ran {slower:.0%} slower beside the candidate than alone ({beside.median_ms:.4f} vs "
+        f"{solo.median_ms:.4f} ms): work the candidate left on the GPU slows the baseline"
+    )
+
+
+def escaped_work(sides: dict) -> str:
+    """Why the candidate's event times miss work it left running past its timed stream ('' when they do not).
+
+    Event timing on the current stream (KernelBench's, the kernelbench profile) sees only what that stream waits
+    for: a kernel launched on a private stream that is never joined back finishes after the end event, and the call
+    is credited with its launch alone. Every timed call also runs a device-wide synchronise and reads the host clock
+    (worker/timing.py), so each side reports a host-bounded time beside the event time (`held`). Work left on another
+    stream shows as a gap between the two; the reference's own gap (sync latency, host noise) is what an honest
+    call shows. A candidate whose median gap exceeds the reference's by more than ESCAPE_FLOOR_MS or ESCAPE_SHARE of
+    its held time did not earn its event-timed speedup (H200, 2026-12-02: a GELU launched on an unjoined stream was
+    credited 2.0x by the events, its held time about 1.2x)."""
+    gaps = {}
+    for side in ("ref", "cand"):
+        times, held = sides[side]["times"], sides[side].get("held", [])
+        if not times or len(held) != len(times):
+            return ""  # no held times (an older worker or a CPU run): nothing to compare
+        gaps[side] = float(np.median(np.subtract(held, times)))
+    limit = max(ESCAPE_FLOOR_MS, ESCAPE_SHARE * float(np.median(sides["cand"]["held"])))
+    excess = gaps["cand"] - gaps["ref"]
+    if excess <= limit:
+        return ""
+    return (
+        f"the candidate's work outlived its timed stream: {gaps['cand']:.4f} ms a call ran after its end event "
+        f"(the reference's {gaps['ref']:.4f} ms), work left on another stream that the event times miss"
+    )
+
+
+def _median_speedup(sides: dict) -> float:
+    cand = float(np.median(sides["cand"]["times"]))
+    return float(np.median(sides["ref"]["times"])) / cand if cand > 0 else math.inf
+
+
+def replay_suspected(recurring: dict, fresh: dict) -> tuple[bool, str]:
+    """(whether the candidate gains more than RECUR_TOLERANCE from a recurring input set than on fresh ones, what
+    was measured), from the per-side times of both timings."""
+    once, again = _median_speedup(recurring), _median_speedup(fresh)
+    said = f"median speedup {once:.2f}x on the recurring input set, {again:.2f}x on fresh sets"
+    if once > RECUR_TOLERANCE * again:
+        return True, f"{said}: a result kept from an earlier call on the same input is replayed"
+    return False, said
