@@ -33,7 +33,11 @@ def start(db: Path, port: int, tmpdir: Path, *extra: str) -> subprocess.Popen:
     """A server on `port` whose temp folders all go under `tmpdir` (its TMPDIR); waits until it answers.
     Without a token option in `extra` it runs with --insecure-no-token (loopback)."""
     tmpdir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmpdir)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p),
+        "TMPDIR": str(tmpdir),
+    }
     if not {"--token-file", "--tokens-file", "--insecure-no-token"} & set(extra):
         extra = ("--insecure-no-token", *extra)
     argv = [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), *SERVER, *extra]

@@ -42,7 +42,11 @@ def server(tmp_path_factory):
 
 def _serve(tmp_path, *args: str) -> subprocess.CompletedProcess:
     """`kernelzero serve` with `args`, expected to refuse at once."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p),
+        "TMPDIR": str(tmp_path),
+    }
     argv = [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(free_port()), "--db", str(tmp_path / "db")]
     return subprocess.run([*argv, *args], env=env, capture_output=True, text=True, timeout=60)
 

@@ -212,7 +212,11 @@ def test_bodies_are_read_a_few_at_a_time(tmp_path):
 def test_limits_that_cannot_hold_are_refused_at_start(tmp_path):
     """--max-connections beyond what RLIMIT_NOFILE leaves beside verification's reserve, and an idle timeout longer
     than the read timeout: the server refuses to start, saying why."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p),
+        "TMPDIR": str(tmp_path),
+    }
     argv = [sys.executable, "-m", "kernelzero.cli.serve", "--db", str(tmp_path / "db"), "--insecure-no-token"]
     argv += ["--port", str(free_port())]
     cases = [

@@ -37,7 +37,10 @@ def _free_port() -> int:
 
 
 def _start(db: Path, port: int, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), *SERVER, *extra],
         env=env,

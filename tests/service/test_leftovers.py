@@ -106,7 +106,11 @@ def test_a_judge_dies_with_a_caller_killed_at_any_point(tmp_path):
     for i, delay in enumerate((0.0, 0.0, 1.5)):  # 0: as soon as the judge process exists (its start-up)
         tmpdir = tmp_path / f"t{i}"
         tmpdir.mkdir()
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmpdir)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p),
+            "TMPDIR": str(tmpdir),
+        }
         caller = subprocess.Popen([sys.executable, "-c", CALLER], stdin=subprocess.PIPE, env=env)
         caller.stdin.write(GELU.encode())
         caller.stdin.close()

@@ -51,7 +51,8 @@ def _killer(times: int, seen: set, stop: threading.Event) -> None:
 
 
 @pytest.mark.parametrize("kills,status", [(1, "correct"), (2, "infra_error")])
-def test_runner_killed_mid_job_is_retried_once_then_infra_error(kills, status):
+def test_runner_killed_mid_job_is_retried_once_then_infra_error(kills, status, monkeypatch):
+    monkeypatch.setenv("KZ_STANDBY", "0")  # cold judges: a standby started ahead (the GPU gate's) is not the job's
     before = set(_judges())
     stop = threading.Event()
     thread = threading.Thread(target=_killer, args=(kills, before, stop), daemon=True)
@@ -74,12 +75,13 @@ def test_a_crash_makes_the_next_holder_probe_and_a_failed_probe_refuses_the_gpu(
     import kernelzero.verify.judge.lease as lease
 
     monkeypatch.setattr(lease, "LOCK_DIR", tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the probe's fresh process sees no GPU, here or on a GPU machine
     with lease.gpu_lease("gpu-y"):
         pass  # no marker: no probe
     assert lease.probe_log == []
     with lease.gpu_lease("gpu-y"):
         lease.mark_suspect("gpu-y")
-    with pytest.raises(lease.GpuUnhealthy):  # the probe needs a GPU; this machine has none
+    with pytest.raises(lease.GpuUnhealthy):  # the probe needs a GPU; its process has none
         with lease.gpu_lease("gpu-y"):
             pass
     assert lease.probe_log and lease.probe_log[-1][0] is False

@@ -53,7 +53,10 @@ def _free_port() -> int:
 
 def test_a_thousand_queued_requests_are_persisted_and_memory_stays_bounded(tmp_path):
     db, port = tmp_path / "service.sqlite", _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p),
+    }
     log = open(tmp_path / "serve.log", "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelzero.cli.serve", "--port", str(port), "--db", str(db), "--jobs", "1"]

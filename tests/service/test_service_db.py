@@ -35,7 +35,11 @@ def _argv(db, port: int, *extra: str) -> list[str]:
 
 def _env(tmpdir) -> dict:
     tmpdir.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmpdir)}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p),
+        "TMPDIR": str(tmpdir),
+    }
 
 
 def _wait(client: Client, ids: list[int], timeout_s: float = 120) -> list[dict]:
