@@ -55,6 +55,10 @@ def test_sabotage_allows_noise():
     assert sabotage(timing(1.0, 0.99, 1.01), timing(1.05, 1.0, 1.1)) == ""
     assert sabotage(timing(1.0, 0.8, 1.2), timing(1.3, 1.2, 1.4)) == ""  # a noisy solo run: 2x its spread allowed
     assert sabotage(None, timing(5.0, 5.0, 5.0)) == ""
+    # a launch-bound reference: host noise of tens of microseconds is not sabotage (H200: 0.0229 ms alone, 0.0412
+    # beside an honest ReLU); three times slower is
+    assert sabotage(timing(0.0229, 0.0225, 0.0233), timing(0.0412, 0.040, 0.043)) == ""
+    assert sabotage(timing(0.0229, 0.0225, 0.0233), timing(0.070, 0.068, 0.072)) != ""
 
 
 def test_block_overhead_takes_untimed_calls_out_at_the_sides_own_rate():
