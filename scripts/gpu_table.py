@@ -13,6 +13,10 @@ installed`) is written `skipped (missing package)` and fails the run: the gate c
 `--gate-all PATH` (repeatable): keep only the tests marked `gpu` and every test under one of these paths (the
 service, Ray and Helion tests, which run on the GPU machine too although most of them need no GPU), the slowest
 (SLOW_FIRST) first.
+
+`--gate-resume TABLE`: leave out the tests that TABLE (an earlier run's table, or several appended) shows passed,
+matched by their row's test cell, so a gate cut by the wall limit goes on in the next call (scripts/gpu_tests.sh,
+KZ_GATE_RESUME). Test ids with spaces or newlines match too.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ def pytest_addoption(parser):
         default=[],
         help="keep the `gpu` tests and every test under this path (repeatable); without it nothing is deselected",
     )
+    group.addoption("--gate-resume", default=None, help="leave out the tests this earlier table shows passed")
 
 
 def pytest_configure(config):
@@ -47,7 +52,24 @@ def pytest_configure(config):
         config.pluginmanager.register(Table(path), "gpu_table_writer")
 
 
+def passed_cells(table: str) -> set[str]:
+    """The test cells of the rows of `table` whose outcome is `passed` (as `_cell` wrote them)."""
+    cells = set()
+    with open(table, encoding="utf-8") as file:
+        for line in file:
+            if line.startswith("| ") and " | passed | " in line:
+                cells.add(line[2:].split(" | passed | ")[0])
+    return cells
+
+
 def pytest_collection_modifyitems(config, items):
+    resume = config.getoption("--gate-resume")
+    if resume:
+        done = passed_cells(resume)
+        passed = [item for item in items if _cell(item.nodeid) in done]
+        if passed:
+            config.hook.pytest_deselected(items=passed)
+            items[:] = [item for item in items if _cell(item.nodeid) not in done]
     prefixes = [p.rstrip("/") for p in config.getoption("--gate-all")]
     if not prefixes:
         return

@@ -82,13 +82,12 @@ trap 'kill "$monitor_pid" 2>/dev/null' EXIT
 mapfile -t paths < <( (grep -rlE "mark\.gpu" tests --include='test_*.py'; ls tests/verify/test_helion_*.py) | sort -u)
 gate_all=(--gate-all tests/service)
 for f in tests/verify/test_helion_*.py; do gate_all+=(--gate-all "$f"); done
-# KZ_GATE_RESUME: leave out what an earlier run's table shows passed (its rows: `| node id | passed | ...`)
+# KZ_GATE_RESUME: leave out what an earlier run's table shows passed (scripts/gpu_table.py --gate-resume)
 resume=()
 if [ -n "${KZ_GATE_RESUME:-}" ]; then
   [ -f "$KZ_GATE_RESUME" ] || { echo "KZ_GATE_RESUME: no such table: $KZ_GATE_RESUME"; exit 2; }
-  while IFS= read -r id; do resume+=(--deselect "$id"); done < <(grep -E '^\| [^ ]+ \| passed \| ' "$KZ_GATE_RESUME" |
-    cut -d'|' -f2 | sed 's/^ *//; s/ *$//')
-  echo "resuming: ${#resume[@]} arguments leave out the $((${#resume[@]} / 2)) tests passed in $KZ_GATE_RESUME" |
+  resume=(--gate-resume "$KZ_GATE_RESUME")
+  echo "resuming: the tests passed in $KZ_GATE_RESUME are left out ($(grep -c ' | passed | ' "$KZ_GATE_RESUME") rows)" |
     tee -a "$table"
 fi
 jobs="${KZ_TEST_JOBS:-$(nproc)}"

@@ -128,3 +128,20 @@ def test_gate_stages_sums_the_verdict_logs_durations(tmp_path: Path):
     assert "gpu_lease_at" not in text and "gpu_mem_gib" not in text and "ref_forward_ms" not in text
     assert "1 line(s) of the log were not JSON" in text
     assert "No verdict log" in gate_stages.summary(tmp_path / "absent.jsonl")
+
+
+def test_gate_resume_leaves_out_what_an_earlier_table_shows_passed(tmp_path: Path):
+    """--gate-resume: a second run goes on from the first one's table, ids with spaces included."""
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_r.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('x', ['a b', 'c|d'])\ndef test_p(x):\n    pass\n\n"
+        "def test_bad():\n    assert False\n"
+    )
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    cmd, env = _pytest(tmp_path, "--gpu-table", str(first), "test_r.py")
+    subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert [o[0] for o in _rows(first).values()].count("passed") == 2
+    cmd, env = _pytest(tmp_path, "--gpu-table", str(second), "--gate-resume", str(first), "test_r.py")
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "2 deselected" in run.stdout, run.stdout + run.stderr
+    assert list(_rows(second)) == ["test_r.py::test_bad"]
