@@ -215,3 +215,13 @@ def test_work_left_on_an_unjoined_stream_is_found_and_honest_gaps_are_not():
     # no held times (a CPU run) or a short series: nothing to compare
     assert escaped_work({"ref": {"times": [0.2]}, "cand": {"times": [0.1]}}) == ""
     assert escaped_work({"ref": {"times": [0.2], "held": [0.2]}, "cand": {"times": [0.1, 0.1], "held": [0.5]}}) == ""
+
+
+def test_a_timing_reply_without_well_formed_held_times_is_refused():
+    from kernelzero.verify.judge.timing_checks import well_formed_times
+
+    assert well_formed_times([0.1, 0.2], [0.1, 0.25]) and well_formed_times([], [])
+    assert not well_formed_times([0.1, 0.2], None)  # dropped: the gap check would be switched off
+    assert not well_formed_times([0.1, 0.2], [0.1])  # one short
+    assert not well_formed_times([0.1, 0.2], [0.1, "0.2"]) and not well_formed_times([0.1, True], [0.1, 0.2])
+    assert not well_formed_times([0.1, float("nan")], [0.1, 0.2]) and not well_formed_times("0.1", [0.1])

@@ -140,7 +140,7 @@ class Reference:
             "audit": list(audit),
         }
         reply, tensors = self._ask(command, timeout_s, "timing the reference")
-        self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_stage.py)
+        self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_checks.py)
         n = reply["n_out"]
         outs = [[t.to(self.device) for t in tensors[k * n : (k + 1) * n]] for k in range(len(sets) - warmup)]
         return list(reply["times_ms"]), outs

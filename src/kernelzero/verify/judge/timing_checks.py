@@ -77,6 +77,17 @@ def sabotage(solo: Timing | None, beside: Timing) -> str:
     )
 
 
+def well_formed_times(times: object, held: object) -> bool:
+    """Whether a timing reply's per-call times (`times_ms`) and host-bounded times (`held_ms`) are what the worker
+    writes: two lists of finite numbers of the same length. Anything else was written by other code in the
+    candidate's process (dropping `held_ms` would switch `escaped_work` off): the judge says `tampered`."""
+
+    def numbers(values: object) -> bool:
+        return isinstance(values, list) and all(type(x) in (int, float) and math.isfinite(x) for x in values)
+
+    return numbers(times) and numbers(held) and len(times) == len(held)  # type: ignore[arg-type]
+
+
 def escaped_work(sides: dict) -> str:
     """Why the candidate's event times miss work it left running past its timed stream ('' when they do not).
 

@@ -61,6 +61,7 @@ from kernelzero.verify.judge.timing_checks import (
     escaped_work,
     replay_suspected,
     sabotage,
+    well_formed_times,
 )
 from kernelzero.verify.options import VerifyOptions, profile_of
 from kernelzero.verify.worker.timing import summarise
@@ -147,6 +148,8 @@ def _candidate_block(
         return judge.verdict("tampered", "timing", f"the harness was tampered with ({reply['tampered']})")
     if reply.get("probes"):
         return judge.verdict("tampered", "timing", probed_message(reply["probes"]))
+    if not well_formed_times(reply.get("times_ms"), reply.get("held_ms")):
+        return judge.verdict("tampered", "timing", "the timing reply's per-call times were removed or malformed")
     if reply.get("calls_without_kernel"):
         message = (
             f"{reply['calls_without_kernel']} timed call(s) launched none of the candidate's kernels "
