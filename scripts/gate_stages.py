@@ -4,7 +4,8 @@
 
 Reads the JSON lines `KZ_VERDICT_LOG` collects (one verdict each, `stage_seconds` included: verify/api.py) and
 prints, for each stage time in seconds (`total`, `gpu_mem_wait`, `import`, `gpu_excl_wait`, ...), how many verdicts
-carry it, its median, 90th percentile, maximum and sum; then the verdicts per status. Keys that are not durations
+carry it, its median, 90th percentile, maximum and sum; then the verdicts per status, and the seconds the GPU was
+held alone (ALONE), which no number of workers overlaps. Keys that are not durations
 (`*_at` wall-clock stamps, `*_gib` sizes, `*_ms` per-call times) are left out. A missing or empty log prints a line
 saying so; a line that is not JSON is counted and skipped.
 """
@@ -15,6 +16,10 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+
+# Stages that hold the whole GPU (judge/judge.py `_timing`, judge/solo.py): they run one at a time, so their sum
+# bounds a gate run from below however many workers it has.
+ALONE = ("gpu_excl", "solo_excl")
 
 
 def _is_duration(key: str) -> bool:
@@ -59,6 +64,12 @@ def summary(path: Path) -> str:
         "",
         "Verdicts: " + ", ".join(f"{status} {n}" for status, n in statuses.most_common()),
     ]
+    alone = sum(sum(stages.get(key, [])) for key in ALONE)
+    if alone:
+        out.append(
+            f"The GPU held alone ({' + '.join(ALONE)}): {alone:.1f} s in all, one verification at a time: "
+            "a floor under the run's wall time."
+        )
     if bad:
         out.append(f"({bad} line(s) of the log were not JSON)")
     return "\n".join(out) + "\n"

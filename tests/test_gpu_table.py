@@ -117,17 +117,21 @@ def test_gate_stages_sums_the_verdict_logs_durations(tmp_path: Path):
     log = tmp_path / "verdicts.jsonl"
     rows = [
         {"status": "correct", "stage_seconds": {"total": 10.0, "gpu_mem_wait": 4.0, "gpu_lease_at": 1.7e9}},
+        {"status": "correct", "stage_seconds": {"total": 20.0, "gpu_excl": 3.5, "solo_excl": 1.25}},
         {"status": "mismatch", "stage_seconds": {"total": 30.0, "gpu_mem_gib": 12.0, "ref_forward_ms": 3.0}},
         {"status": "format_error", "stage_seconds": {}},
     ]
     log.write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
     text = gate_stages.summary(log)
-    assert "(3 verdicts)" in text and "correct 1, mismatch 1, format_error 1" in text
-    assert "| total | 2 | 30.00 | 30.00 | 30.00 | 40.0 |" in text
+    assert "(4 verdicts)" in text and "correct 2, mismatch 1, format_error 1" in text
+    assert "| total | 3 | 20.00 | 30.00 | 30.00 | 60.0 |" in text
+    assert "The GPU held alone (gpu_excl + solo_excl): 4.8 s in all" in text
     assert "| gpu_mem_wait | 1 | 4.00 |" in text
     assert "gpu_lease_at" not in text and "gpu_mem_gib" not in text and "ref_forward_ms" not in text
     assert "1 line(s) of the log were not JSON" in text
     assert "No verdict log" in gate_stages.summary(tmp_path / "absent.jsonl")
+    log.write_text(json.dumps(rows[0]) + "\n")
+    assert "held alone" not in gate_stages.summary(log)  # nothing held the GPU alone: no such line
 
 
 def test_gate_resume_leaves_out_what_an_earlier_table_shows_passed(tmp_path: Path):

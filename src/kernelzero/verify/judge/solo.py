@@ -108,6 +108,8 @@ def take_solo_reference(judge: Judge) -> None:
     with cache_lock(judge):
         judge.solo_ref = cached_solo(judge)  # timed by another judge while this one waited
         if judge.solo_ref is None:
-            with exclusive_gpu():
+            with exclusive_gpu() as waited:
+                held = time.perf_counter()  # solo_excl: the GPU held alone (scripts/gate_stages.py sums it)
                 judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
+                judge.stage_s.update(solo_excl_wait=round(waited, 4), solo_excl=round(time.perf_counter() - held, 4))
     judge.timed("solo_reference", start)
