@@ -24,8 +24,9 @@ each role gets, and why:
 - **its own IPC namespace** (`--ipc`): System V shared memory, semaphores and message queues it creates are
   neither seen by another sample nor left behind (they would outlive every process otherwise);
 - **memory**: every process of the namespace counts against the role's limit (`namespace_rss`, read by the
-  worker's watchdog); no cgroup is used (many containers give none): the limit is sampled, not enforced by the
-  kernel.
+  worker's watchdog every 50 ms); where the machine gives root a memory controller, the tree also runs in a memory
+  cgroup a quarter and 1 GiB over that limit (cgroup.py), so a burst between two readings is stopped by the kernel;
+  elsewhere (many containers give none) the limit is sampled only.
 
 `check()` runs the whole chain once per process (cached): a probe child that must reach the interpreter as a
 sandbox uid, in the namespaces. When it fails, `SandboxUnavailable` says why and how to fix it; verification then

@@ -357,3 +357,23 @@ def task_launcher(unsafe: bool = False) -> Callable[[str], Any]:
                     proc.wait()
 
     return launch
+
+
+def transfer_folder(plan: SandboxPlan) -> Path:
+    """A fresh folder for large tensors (channel.py): `in/` written by the judge, `out/` by the worker.
+
+    In /dev/shm (memory) when it is there, else the temp folder; `out/` belongs to the worker's user.
+    """
+    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    for stale in Path(base).glob("kz-xfer-*-*"):  # left by a judge that was killed: it holds memory
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix=f"kz-xfer-{os.getpid()}-", dir=base))
+    root.chmod(0o711)
+    (root / "in").mkdir(mode=0o755)
+    (root / "in").chmod(0o755)
+    (root / "out").mkdir(mode=0o700)
+    if plan.uid is not None:
+        os.chown(root / "out", plan.uid, plan.gid)
+    return root

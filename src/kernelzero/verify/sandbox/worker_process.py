@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelzero.verify.sandbox import box, safe_fs
+from kernelzero.verify.sandbox.cgroup import MemoryCgroup
 from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
 from kernelzero.verify.sandbox.channel_auth import Authenticator, ForgedReply
 from kernelzero.verify.sandbox.process import (
@@ -37,6 +37,7 @@ from kernelzero.verify.sandbox.process import (
     release_role,
     role_plan,
     sandbox_argv,
+    transfer_folder,
     unsafe_limits,
 )
 
@@ -69,16 +70,17 @@ class WorkerProcess:
         folder_fd: int | None = None,
     ):
         self.closed = False
+        self.mem_limit = mem_limit_bytes
+        self.cgroup: MemoryCgroup | None = None  # the kernel's hold on the limit, where it gives one (cgroup.py)
         self.folder_fd = folder_fd  # `workdir`, opened before it was handed over (closed with the worker)
         with deferred_death():  # the death signal never finds a worker or folder that kill_all does not know
-            self.xfer = _transfer_folder(plan)
+            self.xfer = transfer_folder(plan)
             try:
                 self._start(workdir, env, plan, role)
             except BaseException:
                 shutil.rmtree(self.xfer, ignore_errors=True)
                 raise
             _LIVE.add(self)
-        self.mem_limit = mem_limit_bytes
         self.replies: queue.Queue = queue.Queue()
         self.peak_rss = 0
         self.last_cmd = ""  # the last command sent, and the GPU high-water mark each command's reply reported
@@ -105,8 +107,12 @@ class WorkerProcess:
             str(wfd),
             *(["reference"] if role == "reference" else []),
         ]
+        command = sandbox_argv(argv, plan, workdir, [str(self.xfer)])
+        if plan.boxed:  # the kernel stops a burst the watchdog's 50 ms readings miss: a quarter and 1 GiB over
+            self.cgroup = MemoryCgroup.create(self.mem_limit + self.mem_limit // 4 + (1 << 30))
+            command = self.cgroup.wrap(command) if self.cgroup else command
         self.proc = subprocess.Popen(
-            sandbox_argv(argv, plan, workdir, [str(self.xfer)]),
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -268,6 +274,9 @@ class WorkerProcess:
             self.kill()
             code = self.proc.wait()
         self.kill()
+        if self.cgroup is not None and self.cgroup.oom_killed():
+            limit = self.cgroup.limit / 2**30
+            return WorkerDied("oom", f"{message}: host memory over the limit ({limit:.1f} GiB, held by the kernel)")
         if code < 0:
             name = signal.Signals(-code).name
             return WorkerDied("crash", f"{message}: killed by {name}", exit_signal=name)
@@ -302,6 +311,8 @@ class WorkerProcess:
             except (WorkerDied, subprocess.TimeoutExpired, OSError):
                 pass
         self.kill()
+        if self.cgroup is not None:
+            self.cgroup.remove()
         shutil.rmtree(self.xfer, ignore_errors=True)
         if self.folder_fd is not None:
             os.close(self.folder_fd)
@@ -321,26 +332,6 @@ def kill_all() -> None:
     death-signal handler (sandbox/process.die_with_parent) runs this before anything unwinds."""
     for worker in list(_LIVE):
         worker.close(graceful=False)
-
-
-def _transfer_folder(plan: SandboxPlan) -> Path:
-    """A fresh folder for large tensors (channel.py): `in/` written by the judge, `out/` by the worker.
-
-    In /dev/shm (memory) when it is there, else the temp folder; `out/` belongs to the worker's user.
-    """
-    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
-    for stale in Path(base).glob("kz-xfer-*-*"):  # left by a judge that was killed: it holds memory
-        pid = stale.name.split("-")[2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
-    root = Path(tempfile.mkdtemp(prefix=f"kz-xfer-{os.getpid()}-", dir=base))
-    root.chmod(0o711)
-    (root / "in").mkdir(mode=0o755)
-    (root / "in").chmod(0o755)
-    (root / "out").mkdir(mode=0o700)
-    if plan.uid is not None:
-        os.chown(root / "out", plan.uid, plan.gid)
-    return root
 
 
 @dataclass
