@@ -84,3 +84,11 @@ def test_without_a_memory_controller_there_is_no_cgroup(tmp_path: Path, monkeypa
     monkeypatch.setattr(cgroup, "_own_path", lambda version: "")
     (tmp_path / "memory").mkdir()
     assert MemoryCgroup.create(LIMIT) is None and not (tmp_path / "memory" / cgroup.FOLDER).exists()
+
+
+def test_a_tree_that_cannot_join_still_starts(tmp_path: Path):
+    """A cgroup whose `cgroup.procs` cannot be written (here: a plain folder) starts the command all the same."""
+    fake = MemoryCgroup(tmp_path / "missing", 1, LIMIT)
+    done = subprocess.run(fake.wrap([sys.executable, "-c", "print('ran')"]), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ran", done.stderr
+    assert not fake.oom_killed()

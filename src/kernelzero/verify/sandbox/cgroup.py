@@ -16,7 +16,7 @@ with processes of its own cannot give controllers to its children, so the folder
 
 Joining. `wrap(argv)` starts the tree through `/bin/sh`, which writes its own pid into the cgroup and then execs
 `argv`: every process the sandbox then starts is inside from its first instruction (no window between a start and
-a move). A leaf is removed with its tree (`remove`); leaves of judges that died are removed by the next `create`.
+a move); if that write fails, the tree starts outside the cgroup, under the watchdog alone. A leaf is removed with its tree (`remove`); leaves of judges that died are removed by the next `create`.
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ class MemoryCgroup:
         return None
 
     def wrap(self, argv: list[str]) -> list[str]:
-        """`argv` started inside this cgroup (through /bin/sh, which joins it and execs `argv`)."""
-        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *argv]
+        """`argv` started inside this cgroup (through /bin/sh, which joins it and execs `argv`). Where joining fails
+        the tree starts all the same, outside it: the watchdog's limit still holds, as on a machine without one."""
+        return ["sh", "-c", 'echo $$ 2>/dev/null > "$0"; exec "$@"', str(self.path / "cgroup.procs"), *argv]
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of this cgroup for going over its limit."""
