@@ -27,8 +27,8 @@ Only correct candidates reach this stage, and only while their judge holds the G
   result kept by the input's content (or its address) replays at no cost; the same applies in a C++ static or on
   the device, where no inspection sees it. A candidate faster than the reference there is timed again, both sides
   interleaved as above, on `RECUR_CALLS` fresh sets drawn on the GPU from a secret seed (the profile's seed is
-  public): a median speedup on the recurring set more than `RECUR_TOLERANCE` times the fresh one is
-  `unconfirmed_speedup`. Each call flushes the L2 cache (worker/timing.py), so an honest kernel runs alike on
+  public): a median speedup on the recurring set more than `RECUR_TOLERANCE` times the fresh one, in two rounds
+  (the second times fresh sets first), is `unconfirmed_speedup`. Each call flushes the L2 cache (worker/timing.py), so an honest kernel runs alike on
   both; the headline numbers stay KernelBench's. Measured on the H200 (2026-12-02): two content memos were
   credited 1.37x and 2.05x on memory-bound tasks whose honest kernels earn about 1x, under the 10x cap that asks
   for the stricter second verification.
@@ -273,15 +273,27 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
 
 
 def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool, sides: dict) -> Verdict | None:
-    """The kernelbench profile's speedup against the same candidate's on fresh sets (the module docstring's
+    """The speedup on the recurring set against the same candidate's on fresh sets (the module docstring's
     "Recurring inputs"): `unconfirmed_speedup` when the recurring set's is more than RECUR_TOLERANCE times the fresh
-    sets', else None (a note gives both)."""
+    sets' in the first round and again in a second one, timed in the other order (fresh sets first); else None
+    (a note gives what was measured).
+
+    Why two rounds: on calls of tens of microseconds the host's noise alone moves the ratio past the tolerance
+    (H200, 2026-12-03, miniature tasks under a loaded pool: 8 of 88 honest samples, ratios 0.5-2.3); a replay gains
+    in every round, noise in one round of ten."""
     start = time.perf_counter()
     fresh = interleaved(judge, worker, host_check, fresh=True, calls=RECUR_CALLS)
-    judge.timed("recur_check", start)
     if isinstance(fresh, Verdict):
         return fresh
     replayed, said = replay_suspected(sides, fresh)
+    if replayed:
+        fresh = interleaved(judge, worker, host_check, fresh=True, calls=RECUR_CALLS)
+        recurring = fresh if isinstance(fresh, Verdict) else interleaved(judge, worker, host_check, calls=RECUR_CALLS)
+        if isinstance(recurring, Verdict):
+            return recurring
+        replayed, again = replay_suspected(recurring, fresh)
+        said = f"{said.split(': ')[0]}; again, fresh sets first: {again}"
+    judge.timed("recur_check", start)
     if replayed:
         return judge.verdict("unconfirmed_speedup", "timing", said)
     judge.notes.append(said)
