@@ -120,3 +120,75 @@ def test_the_pool_uses_standby_judges():
     assert all(v.status == "correct" for v in results.values()), [v.message for v in results.values()]
     second = results[1]
     assert any(n.startswith("standby worker: dispatch") for n in second.notes), second.notes
+
+
+AGED_TASK = """
+import os
+
+import torch
+
+
+def _age_s():
+    start_ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+    return float(open("/proc/uptime").read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    return [torch.ones(64)]
+
+
+def get_init_inputs():
+    if _age_s() > 20:
+        raise RuntimeError(f"reference process age {_age_s():.1f} s")
+    return []
+"""
+
+DOUBLE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+        return out
+"""
+
+
+def test_a_standby_judge_brings_its_reference_process_started_before_the_request():
+    """The standby's reference process (started, torch imported, before any request) gets the request's task. The
+    task's code fails in a process older than 20 s: a cold judge's young reference passes; a standby's, 25 s old,
+    fails, and works again in the clean retry's fresh process (so the verdict blames the candidate). A task the
+    standby cannot write is judged as a cold judge judges it."""
+    from kernelzero.types import Task
+
+    task = Task(name="aged", source=AGED_TASK)
+    opts = options_for(compile_check=False)
+    standby = Standby(1)
+    try:
+        cold = verify(task, DOUBLE, "triton", opts, standby=standby)  # none ready: cold; the kind's standby starts
+        assert cold.status == "correct", cold.message
+        _wait_started(standby, 1)
+        time.sleep(25.0)
+        warm = verify(task, DOUBLE, "triton", opts, standby=standby)
+        assert standby.taken == 1 and "reference process age" in warm.message, (warm.status, warm.message)
+        _wait_started(standby, 1)
+        downloads = Task(name="dl", source=AGED_TASK + "\nAutoModel.from_pretrained('gpt2')\n")
+        broken = verify(downloads, DOUBLE, "triton", opts, standby=standby)
+        assert standby.taken == 2 and broken.status == "task_broken" and "needs_download" in broken.message
+    finally:
+        standby.close()

@@ -6,15 +6,18 @@ the running worker to the judge (`judge.py`). If the cheap guess of whether a GP
 out wrong once torch is loaded, the judge starts a new worker.
 
 Standby: `python -m kernelzero.verify.judge.launch --standby SPEC_JSON` does all of that before any request
-exists (verify/judge/standby.py keeps a few ready): it starts its worker with the sandbox of SPEC (user,
-network, host memory), imports torch, and on a GPU warms the worker (verify/worker/warm.py) and runs the CUDA
-IPC check. Then it reads two lines on stdin, REQUEST.json and RESULT.json, writes the candidate into the
-worker's folder, and judges exactly as above. It serves one request and exits; a request whose sandbox
+exists (verify/judge/standby.py keeps a few ready): it starts its worker and a reference process with the sandbox
+of SPEC (user, network, host memory), imports torch, and on a GPU warms both (verify/worker/warm.py) and runs the
+worker's CUDA IPC check. Then it reads two lines on stdin, REQUEST.json and RESULT.json, writes the candidate into
+the worker's folder and the task's sized source into the reference's (the file the cold path writes), and judges
+exactly as above. (Measured on the H200, 2026-12-03: a standby without its reference took 8.3 s for a miniature
+sample, 1.5 s of it in stages; the reference's start-up, a fresh interpreter importing torch, was most of the rest.) It serves one request and exits; a request whose sandbox
 differs from SPEC gets a fresh worker; end of input without a request ends it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -22,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernelzero.types import Task, from_dict
-from kernelzero.verify.judge.task_source import TaskBroken, start_reference
+from kernelzero.verify.judge.task_source import TaskBroken, sized_source, start_reference
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox import box, safe_fs
 from kernelzero.verify.sandbox.process import (
@@ -123,24 +126,29 @@ def main(argv: list[str]) -> int:
 
 def standby(spec: dict) -> int:
     box.assume_checked(spec["uids"], spec["isolate_network"])  # the pool checked it before starting standbys
-    with scratch_folder("kz-cand-") as shared:
+    with scratch_folder("kz-cand-") as shared, scratch_folder("kz-ref-") as ref_folder:
         try:
-            started = start_worker(
-                "",
-                shared,
-                interpret=not spec["on_gpu"],
-                sandbox=plan_sandbox(spec["uids"], spec["isolate_network"], spec["unsafe"]),
-                host_mem_gb=spec["host_mem_gb"],
-            )
-            served = _serve_standby(spec, started)
-            started.worker.close()
+            workers = [
+                start_worker(
+                    "",
+                    folder,
+                    interpret=not spec["on_gpu"] and role == "candidate",
+                    sandbox=plan_sandbox(spec["uids"], spec["isolate_network"], spec["unsafe"]),
+                    host_mem_gb=spec["host_mem_gb"],
+                    role=role,
+                )
+                for folder, role in ((shared, "candidate"), (ref_folder, "reference"))
+            ]
+            served = _serve_standby(spec, *workers)
+            for started in workers:
+                started.worker.close()
             return served
         finally:  # an error: whatever still runs is killed before its folder goes
             kill_all()
 
 
 def _wait_for_request(gpu: bool) -> list[str]:
-    """The request's two paths from stdin (empty at its end); on a GPU the judge's and its worker's CUDA contexts
+    """The request's two paths from stdin (empty at its end); on a GPU the judge's and its two workers' CUDA contexts
     stand in the memory ledger meanwhile (judge/memory.py), so that every lease taken while this judge waits counts
     them. The judge's own lease enters them again once the request is here."""
     if not gpu:
@@ -148,52 +156,75 @@ def _wait_for_request(gpu: bool) -> list[str]:
     from kernelzero.verify.judge.lease import device_uuid
     from kernelzero.verify.judge.memory import CONTEXT_BYTES, standing_base
 
-    with standing_base(2 * CONTEXT_BYTES, device_uuid()):
+    with standing_base(3 * CONTEXT_BYTES, device_uuid()):  # the judge's, its worker's, its reference's
         return [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
 
 
-def _serve_standby(spec: dict, started: StartedWorker) -> int:
+def _serve_standby(spec: dict, started: StartedWorker, reference: StartedWorker) -> int:
     """A standby judge: warm up, wait for one request, judge it (see the module docstring)."""
-    worker = started.worker
     import torch
 
-    from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the worker starts
+    from kernelzero.verify.judge.judge import judge_request  # torch loads here, while the workers start
 
     gpu = spec["on_gpu"] and torch.cuda.is_available()
     if gpu:
         torch.zeros(1, device="cuda")  # the judge's CUDA context
-    try:
-        worker.send({"cmd": "warm", "gpu": gpu})
-        reply, _ = worker.receive(300.0, "the standby worker's warm-up")
-        started.plan = replace(
-            started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"]
-        )
-        if gpu:
-            started.ipc_why = worker.check_ipc()
-    except WorkerDied:
-        pass  # seen below: the request gets a fresh worker
+    for one in (started, reference) if gpu else (started,):  # a CPU reference has nothing worth warming
+        _warm(one, gpu)
+    if gpu and started.worker.proc.poll() is None:
+        with contextlib.suppress(WorkerDied):  # seen below: the request gets a fresh worker
+            started.ipc_why = started.worker.check_ipc()
     paths = _wait_for_request(gpu)
     if not all(paths):
-        worker.close()
         return 0
     request = json.loads(Path(paths[0]).read_text())
     opts = from_dict(VerifyOptions, request["options"])
     interpret = not on_gpu(opts) and request["backend"]["without_gpu"] == "interpret"
-    if sandbox_spec(opts, on_gpu(opts)) != spec or interpret != started.interpret or worker.proc.poll() is not None:
-        worker.close()
+    same_box = sandbox_spec(opts, on_gpu(opts)) == spec
+    if not same_box or interpret != started.interpret or started.worker.proc.poll() is not None:
+        started.worker.close()
         started = None  # the judge starts a worker with this request's sandbox
     else:
         rewrite_candidate(started, request["source"])  # nothing the sandbox planted in its folder is followed
         if not opts.cuda_ipc and started.ipc_why == "":  # checked, but this request asks for host memory
-            worker.ipc_off()
+            started.worker.ipc_off()
             started.ipc_why = None
+    reference = _task_into(reference, request) if same_box else None
     deferred: list = []
     try:
-        _answer(paths[1], judge_request(request, started, deferred))
+        _answer(paths[1], judge_request(request, started, deferred, reference))
     finally:  # after the answer (the caller does not wait for the worker's exit), or on the death signal
         for worker in deferred:
             worker.close()
     return 0
+
+
+def _warm(started: StartedWorker, gpu: bool) -> None:
+    """A standby worker's warm-up (worker/warm.py), the reference's as the candidate's: imports, the CUDA context,
+    Triton's first launch; a worker that dies here is replaced when the request comes."""
+    try:
+        started.worker.send({"cmd": "warm", "gpu": gpu})
+        reply, _ = started.worker.receive(300.0, "the standby worker's warm-up")
+        started.plan = replace(
+            started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"]
+        )
+    except WorkerDied:
+        pass
+
+
+def _task_into(reference: StartedWorker, request: dict) -> StartedWorker | None:
+    """The standby's reference process, given the request's task: its sized source written as the file the cold
+    path writes (root's, read-only to the reference), through the folder's descriptor. None (the process closed)
+    when it died waiting or the task's source cannot be written: the judge then starts one, or says why not."""
+    if reference.worker.proc.poll() is None:
+        try:
+            source = sized_source(from_dict(Task, request["task"]))
+            safe_fs.replace_file(reference.worker.folder_fd, reference.cand_path.name, source.encode(), 0o444)
+            return reference
+        except TaskBroken:
+            pass
+    reference.worker.close()
+    return None
 
 
 if __name__ == "__main__":
