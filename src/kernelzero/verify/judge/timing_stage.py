@@ -234,21 +234,19 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     judge.timed("timing", start)
     if isinstance(sides, Verdict):
         return sides
-    extra, check = check_clock(sides)
-    cand_times = [t + extra for t in sides["cand"]["times"]]
-    timing, eager = summarise(cand_times), summarise(sides["ref"]["times"])
-    slowed = sabotage(judge.solo_ref, eager)
-    if slowed:
-        return judge.verdict("tampered", "timing", slowed)
-    stat = f"{profile.statistic}_ms"
-    speedup = getattr(eager, stat) / getattr(timing, stat) if getattr(timing, stat) > 0 else None
-    escaped = escaped_work(sides) if speedup is not None and speedup > 1.0 and not host_check else ""
-    if escaped:
-        return judge.verdict("unconfirmed_speedup", "timing", escaped)
+    checked = _checked(judge, sides, profile.statistic, host_check)
+    if isinstance(checked, Verdict):
+        return checked
+    speedup = checked[2]
     if speedup is not None and speedup > 1.0 and judge.opts.input_sets == 1 and not judge.opts.confirming:
         replayed = recurring_input_check(judge, worker, host_check, sides)
-        if replayed is not None:
+        if isinstance(replayed, Verdict):
             return replayed
+        if replayed is not None:  # suspect in one round only: the second round's recurring timing is the one kept
+            sides, checked = replayed, _checked(judge, replayed, profile.statistic, host_check)
+            if isinstance(checked, Verdict):
+                return checked
+    timing, eager, speedup, cand_times, check = checked
     if min(eager.median_ms, timing.median_ms) < LAUNCH_BOUND_MS:
         judge.notes.append(f"launch-bound (a call under {LAUNCH_BOUND_MS * 1e3:.0f} us): speedup not resolvable")
     compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
@@ -257,6 +255,7 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
         if rejected is not None:
             return rejected
     status, message, per = policy_result(judge, "correct", "")
+    stat = f"{profile.statistic}_ms"
     return judge.verdict(
         status,
         "done",
@@ -272,20 +271,40 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     )
 
 
-def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool, sides: dict) -> Verdict | None:
+def _checked(judge: Judge, sides: dict, statistic: str, host_check: bool) -> Verdict | tuple:
+    """One interleaved timing's numbers after the judge's clock, sabotage and escaped-work checks: (timing, eager,
+    speedup, the candidate's corrected times, the clock check's words), or the verdict a check reached."""
+    extra, check = check_clock(sides)
+    cand_times = [t + extra for t in sides["cand"]["times"]]
+    timing, eager = summarise(cand_times), summarise(sides["ref"]["times"])
+    slowed = sabotage(judge.solo_ref, eager)
+    if slowed:
+        return judge.verdict("tampered", "timing", slowed)
+    stat = f"{statistic}_ms"
+    speedup = getattr(eager, stat) / getattr(timing, stat) if getattr(timing, stat) > 0 else None
+    escaped = escaped_work(sides) if speedup is not None and speedup > 1.0 and not host_check else ""
+    if escaped:
+        return judge.verdict("unconfirmed_speedup", "timing", escaped)
+    return timing, eager, speedup, cand_times, check
+
+
+def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool, sides: dict) -> Verdict | dict | None:
     """The speedup on the recurring set against the same candidate's on fresh sets (the module docstring's
     "Recurring inputs"): `unconfirmed_speedup` when the recurring set's is more than RECUR_TOLERANCE times the fresh
-    sets' in the first round and again in a second one, timed in the other order (fresh sets first); else None
-    (a note gives what was measured).
+    sets' in the first round and again in a second one, timed in the other order (fresh sets first); None when the
+    first round shows nothing (a note gives what was measured); the second round's recurring-set timing when only
+    the first round was suspect: the speedup is then taken from it, never from the suspect timing.
 
     Why two rounds: on calls of tens of microseconds the host's noise alone moves the ratio past the tolerance
     (H200, 2026-12-03, miniature tasks under a loaded pool: 8 of 88 honest samples, ratios 0.5-2.3); a replay gains
-    in every round, noise in one round of ten."""
+    in every round, noise in one round of ten. Why the second round's timing is kept: a candidate that replays only
+    until it first sees a fresh set would pass the second round, and must not be credited with the first."""
     start = time.perf_counter()
     fresh = interleaved(judge, worker, host_check, fresh=True, calls=RECUR_CALLS)
     if isinstance(fresh, Verdict):
         return fresh
     replayed, said = replay_suspected(sides, fresh)
+    recurring = None
     if replayed:
         fresh = interleaved(judge, worker, host_check, fresh=True, calls=RECUR_CALLS)
         recurring = fresh if isinstance(fresh, Verdict) else interleaved(judge, worker, host_check, calls=RECUR_CALLS)
@@ -296,8 +315,8 @@ def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool,
     judge.timed("recur_check", start)
     if replayed:
         return judge.verdict("unconfirmed_speedup", "timing", said)
-    judge.notes.append(said)
-    return None
+    judge.notes.append(said if recurring is None else f"{said} (the speedup is the second round's)")
+    return recurring
 
 
 def _compiled_reference(judge: Judge, host_check: bool) -> Timing | None:
