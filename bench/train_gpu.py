@@ -47,8 +47,8 @@ def _table(rows: list[dict], keys: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _probe_point(cfg, run: Path, splits: dict, label: str, step: int) -> dict:
-    """pass@1 of the current policy on the held-out split (64 x 4), appended to run/curve.jsonl."""
+def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Path | None = None) -> dict:
+    """pass@1 of `policy` (default: the current one) on the held-out split (64 x 4), appended to run/curve.jsonl."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -56,11 +56,12 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int) -> dict:
     from kernelzero.train.probe import probe_pass1
     from kernelzero.train.reward import CoderReward
 
-    policy = run / "policy" if (run / "policy" / "config.json").exists() else run / "warm_start"
+    if policy is None:
+        policy = run / "policy" if (run / "policy" / "config.json").exists() else run / "warm_start"
     tok = AutoTokenizer.from_pretrained(policy)
-    from kernelzero.train.coder import device_of
+    from kernelzero.train import coder
 
-    device = device_of(cfg)
+    device = coder.device_of(cfg)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=dtype).to(device)
     tasks = splits["test"]
@@ -84,6 +85,7 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int) -> dict:
         seed=step,
     )
     point = {"label": label, "step": step, **result, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    coder.record_probe_time(run, label, len(tasks) * cfg.eval.samples, result)
     with (run / "curve.jsonl").open("a") as f:
         f.write(json.dumps(point) + "\n")
     del model
@@ -91,11 +93,12 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int) -> dict:
     return point
 
 
-# what each call of the miniature finds on the machine: (path under --run, what it is, the call that writes it)
+# what each call of the miniature finds on the machine: (path under --run, what it is, the call that writes it,
+# whether a later call needs it); a missing warm-start point is taken by the next call with the time for it
 STATE = (
-    ("warm_start/config.json", "the warm-started policy", 1),
-    ("curve.jsonl", "the pass@1 curve with its warm-start point", 1),
-    ("checkpoints", "GRPO checkpoints (resumed from the last)", 2),
+    ("warm_start/config.json", "the warm-started policy", 1, True),
+    ("curve.jsonl", "the pass@1 curve with its warm-start point", 1, False),
+    ("checkpoints", "GRPO checkpoints (resumed from the last)", 2, False),
 )
 
 
@@ -103,9 +106,9 @@ def miniature_state(args: argparse.Namespace) -> bool:
     """Say (first thing, before any heavy import) what state this call needs and whether it is on the machine;
     False when a later call lacks call 1's state and may not start from scratch (the caller stops at once)."""
     run = Path(args.run)
-    found = {rel: (run / rel).exists() for rel, _, _ in STATE}
-    for rel, what, writer in STATE:
-        needed = "needs" if writer < args.call and writer == 1 else "uses if present"
+    found = {rel: (run / rel).exists() for rel, _, _, _ in STATE}
+    for rel, what, writer, required in STATE:
+        needed = "needs" if writer < args.call and required else "uses if present"
         print(
             f"[call {args.call}] {needed} {run / rel} ({what}, from call {writer}): "
             f"{'found' if found[rel] else 'NOT FOUND'}",
@@ -113,7 +116,7 @@ def miniature_state(args: argparse.Namespace) -> bool:
         )
     state = {"call": args.call, "run": str(run), "found": found, "from_scratch": args.from_scratch}
     (_out(args) / f"miniature_state_call{args.call}.json").write_text(json.dumps(state, indent=1))
-    missing = [rel for rel, _, writer in STATE if writer == 1 and not found[rel]]
+    missing = [rel for rel, _, _, required in STATE if required and not found[rel]]
     if args.call == 1 or not missing:
         return True
     if args.from_scratch:
@@ -138,35 +141,66 @@ def miniature(args: argparse.Namespace) -> None:
     run = coder._start(cfg)
     splits, solutions = coder.prepare_tasks(cfg, run)
     start = coder.prepare_policy(cfg, run, splits, solutions)
-    if not (run / "curve.jsonl").exists():  # call 1, or a later call started from scratch
-        print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0)), flush=True)
-    reserve = 90.0  # one pass@1 point and the saves
-    curve = (
-        [json.loads(line) for line in (run / "curve.jsonl").read_text().splitlines()]
-        if (run / "curve.jsonl").exists()
-        else []
-    )
-    if curve:
-        reserve = curve[-1]["generate_s"] + curve[-1]["verify_s"] + 45.0
+    curve = _curve(run)
+    if not any(p["label"] == "warm start" for p in curve) and _point_fits(args, cfg, run, "warm start"):
+        print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0, policy=run / "warm_start")), flush=True)
+    estimate = point_estimate(run, cfg.eval.samples * len(splits["test"]))
+    reserve = (estimate or 45.0) + 45.0  # one pass@1 point and the saves
     minutes = (_left(args) - reserve - 30.0) / 60.0
     if minutes > 1.0:
         grpo = dataclasses.replace(cfg.grpo, max_minutes=minutes)
         cfg = dataclasses.replace(cfg, grpo=grpo)
         final = coder.run_grpo(cfg, run, start, splits)
         step = int((final / "step.txt").read_text())
-        print(json.dumps(_probe_point(cfg, run, splits, f"GRPO call {args.call}", step)), flush=True)
+        label = f"GRPO call {args.call}"
+        if _point_fits(args, cfg, run, label):
+            print(json.dumps(_probe_point(cfg, run, splits, label, step)), flush=True)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
     _report_miniature(args, run)
 
 
+def _curve(run: Path) -> list[dict]:
+    path = run / "curve.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def point_estimate(run: Path, samples: int) -> float | None:
+    """Seconds a pass@1 point of `samples` samples will take, at the latest probe's rate per sample
+    (run/probe_times.jsonl; None before any probe ran)."""
+    path = run / "probe_times.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    if not rows or not rows[-1]["samples"]:
+        return None
+    last = rows[-1]
+    return samples * (last["generate_s"] + last["verify_s"]) / last["samples"]
+
+
+def _point_fits(args: argparse.Namespace, cfg, run: Path, label: str) -> bool:
+    """Whether the pass@1 point `label` fits in what is left of this call (at the latest probe's rate); if not, say
+    so and why (a point cut by the device call's limit loses the call's state: 2026-12-03, call 1 ran 600 s)."""
+    samples = cfg.eval.samples * cfg.tasks.n_test
+    need, left = point_estimate(run, samples), _left(args)
+    if need is None or need + 30.0 <= left:
+        return True
+    whole = args.budget_s - 60.0
+    if need > whole:
+        then = f"more than a whole call's {whole:.0f} s: fewer eval.samples or tasks.n_test, or faster verification"
+    elif label == "warm start":
+        then = "the next call takes the warm-start point first (the warm-started policy is saved)"
+    else:
+        then = "the policy is saved; the next call's point measures it after more steps"
+    print(
+        f"[call {args.call}] SKIPPED the pass@1 point {label!r}: {samples} samples need about {need:.0f} s at the "
+        f"latest probe's rate, {left:.0f} s are left in this call; {then}",
+        flush=True,
+    )
+    return False
+
+
 def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     out = _out(args)
-    curve = (
-        [json.loads(line) for line in (run / "curve.jsonl").read_text().splitlines()]
-        if (run / "curve.jsonl").exists()
-        else []
-    )
+    curve = _curve(run)
     steps = (
         [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
         if (run / "steps.jsonl").exists()

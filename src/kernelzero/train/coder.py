@@ -169,9 +169,18 @@ def _warm_probe(cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]],
             model, tokenizer, tasks, reward, w.probe_samples, cfg.grpo.temperature, cfg.grpo.max_completion_length
         )
         _log(f"warm-start probe: {result}")
+        record_probe_time(run, "warm-start probe", len(tasks) * w.probe_samples, result)
         return result["pass1"]
 
     return probe
+
+
+def record_probe_time(run: Path, label: str, samples: int, result: dict[str, Any]) -> None:
+    """Append a pass@1 probe's cost to run/probe_times.jsonl (samples, generation and verification seconds): what a
+    caller with a time budget reads before it starts the next probe (bench/train_gpu.py)."""
+    row = {"label": label, "samples": samples, "generate_s": result["generate_s"], "verify_s": result["verify_s"]}
+    with (run / "probe_times.jsonl").open("a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def prompt_text_plain(task: Task, backend: str) -> str:
