@@ -346,10 +346,15 @@ def verify_rate(args: argparse.Namespace) -> None:
             yield VerifyRequest(Task(name=m.name, source=m.source), answer_text(m) + f"\n# {i}", "triton", opts)
 
     statuses: dict[str, int] = {}
+    cpu: dict[str, list[float]] = {}  # CPU seconds per process role (stage_seconds cpu_s_*): where the host goes
     for _, verdict in verify_many(requests(), per_gpu=args.per_gpu, stats=stats):
         statuses[verdict.status] = statuses.get(verdict.status, 0) + 1
-    summary = {**stats.summary(), "statuses": statuses, "per_gpu": args.per_gpu}
-    print(_table([summary], ["samples", "wall_s", "samples_per_hour", "per_gpu", "statuses"]))
+        for key, value in verdict.stage_seconds.items():
+            if key.startswith("cpu_s_"):
+                cpu.setdefault(key, []).append(value)
+    medians = {key: round(sorted(v)[len(v) // 2], 2) for key, v in sorted(cpu.items())}
+    summary = {**stats.summary(), "statuses": statuses, "per_gpu": args.per_gpu, "median_cpu_s": medians}
+    print(_table([summary], ["samples", "wall_s", "samples_per_hour", "per_gpu", "statuses", "median_cpu_s"]))
     (_out(args) / f"verify_rate_{args.per_gpu}.json").write_text(json.dumps(summary, indent=1, default=str))
 
 

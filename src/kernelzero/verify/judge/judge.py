@@ -179,10 +179,10 @@ class Judge:
                 self.ref.close()
 
     def _gpu_peaks(self, started: StartedWorker) -> tuple[dict[str, float], list[str]]:
-        """GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
+        """`cpu_s_<role>` (`_cpu_seconds`), and GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
         channel._gpu_peak) and the judge's own, and notes: when they pass the lease, and with KZ_GPU_TRACE each
         reply's (command, allocated, reserved, export) GiB in order."""
-        peaks, notes, used = {}, [], 0.0
+        peaks, notes, used = self._cpu_seconds(started), [], 0.0
         if self.device == "cuda" and torch.cuda.is_initialized():
             used = peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
         for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
@@ -200,6 +200,15 @@ class Judge:
                 f"export copies; the judge's lent arenas come on top) over its lease of {leased:.1f} GiB",
             )
         return peaks, notes
+
+    def _cpu_seconds(self, started: StartedWorker) -> dict[str, float]:
+        """CPU seconds of this verification's processes, since each started (imports, warm-up and the waiting of
+        a standby included): the judge's own, and each worker's as its last reply said (a diagnosis of throughput:
+        bench/service.md; the candidate's process writes its own, so nothing is decided from it)."""
+        own = {"cpu_s_judge": round(sum(os.times()[:4]), 3)}
+        return own | {
+            f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in (("ref", self.ref.worker), ("cand", started.worker))
+        }
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()

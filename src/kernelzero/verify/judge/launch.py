@@ -10,9 +10,10 @@ exists (verify/judge/standby.py keeps a few ready): it starts its worker and a r
 of SPEC (user, network, host memory), imports torch, and on a GPU warms both (verify/worker/warm.py) and runs the
 worker's CUDA IPC check. Then it reads two lines on stdin, REQUEST.json and RESULT.json, writes the candidate into
 the worker's folder and the task's sized source into the reference's (the file the cold path writes), and judges
-exactly as above. (Measured on the H200, 2026-12-03: a standby without its reference took 8.3 s for a miniature
-sample, 1.5 s of it in stages; the reference's start-up, a fresh interpreter importing torch, was most of the rest.) It serves one request and exits; a request whose sandbox
-differs from SPEC gets a fresh worker; end of input without a request ends it.
+exactly as above. It serves one request and exits; a request whose sandbox differs from SPEC gets a fresh worker
+and reference; end of input without a request ends it. (Measured on the H200, 2026-12-03: a standby without its
+reference took 8.3 s for a miniature sample, 1.5 s of it in stages, most of the rest the reference's start-up, a
+fresh interpreter importing torch; with it, 1.9 s.)
 """
 
 from __future__ import annotations
@@ -189,7 +190,11 @@ def _serve_standby(spec: dict, started: StartedWorker, reference: StartedWorker)
         if not opts.cuda_ipc and started.ipc_why == "":  # checked, but this request asks for host memory
             started.worker.ipc_off()
             started.ipc_why = None
-    reference = _task_into(reference, request) if same_box else None
+    if same_box:
+        reference = _task_into(reference, request)
+    else:  # closed now: its CUDA context would otherwise stand beside the judge's own reference
+        reference.worker.close()
+        reference = None
     deferred: list = []
     try:
         _answer(paths[1], judge_request(request, started, deferred, reference))

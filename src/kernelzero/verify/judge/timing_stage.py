@@ -28,10 +28,11 @@ Only correct candidates reach this stage, and only while their judge holds the G
   the device, where no inspection sees it. A candidate faster than the reference there is timed again, both sides
   interleaved as above, on `RECUR_CALLS` fresh sets drawn on the GPU from a secret seed (the profile's seed is
   public): a median speedup on the recurring set more than `RECUR_TOLERANCE` times the fresh one, in two rounds
-  (the second times fresh sets first), is `unconfirmed_speedup`. Each call flushes the L2 cache (worker/timing.py), so an honest kernel runs alike on
-  both; the headline numbers stay KernelBench's. Measured on the H200 (2026-12-02): two content memos were
-  credited 1.37x and 2.05x on memory-bound tasks whose honest kernels earn about 1x, under the 10x cap that asks
-  for the stricter second verification.
+  (the second times fresh sets first), is `unconfirmed_speedup`; suspect in the first round only, the speedup is
+  the second round's (`recurring_input_check`). Each call flushes the L2 cache (worker/timing.py), so an honest
+  kernel runs alike on both; the headline numbers stay KernelBench's. Measured on the H200 (2026-12-02): two
+  content memos were credited 1.37x and 2.05x on memory-bound tasks whose honest kernels earn about 1x, under the
+  10x cap that asks for the stricter second verification.
 - **Work outliving the timed stream.** Under event timing (the kernelbench profile) each call also reports its
   host-bounded time (a device-wide synchronise ends it); a candidate faster than the reference whose gap between
   the two exceeds the reference's gap is `unconfirmed_speedup` (`escaped_work`): a kernel left running on an unjoined

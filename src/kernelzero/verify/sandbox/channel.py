@@ -267,7 +267,7 @@ def send_msg(fd: Any, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
             t.reshape(-1).view(torch.uint8).numpy().tofile(os.path.join(_out["dir"], name))
             spec.append(name)
         specs.append(spec)
-    header = {**header, "_tensors": specs, **_gpu_peak()}
+    header = {**header, "_tensors": specs, **_gpu_peak(), "_cpu_s": round(sum(os.times()[:4]), 3)}  # its CPU so far
     if isinstance(fd, int):
         _write_frame(fd, json.dumps(header).encode())
         raw = functools.partial(_write_frame, fd)

@@ -85,6 +85,7 @@ class WorkerProcess:
         self.peak_rss = 0
         self.last_cmd = ""  # the last command sent, and the GPU high-water mark each command's reply reported
         self.gpu_peaks: dict[str, int] = {}  # (a diagnosis of the memory lease: channel._gpu_peak)
+        self.cpu_s = 0.0  # the process's CPU seconds (itself and its reaped children) as its last reply said
         self.gpu_trace: list[tuple] = []  # each reply's GPU memory, for KZ_GPU_TRACE (judge.Judge._gpu_peaks)
         threading.Thread(target=self._reader, args=(self.rfd,), daemon=True).start()
 
@@ -206,6 +207,9 @@ class WorkerProcess:
                 and len(self.gpu_trace) < 200
             ):
                 self.gpu_trace.append((self.last_cmd, *now))
+            cpu = item[0].pop("_cpu_s", None) if isinstance(item[0], dict) else None
+            if type(cpu) in (int, float) and cpu > self.cpu_s:  # a diagnosis of throughput only (its own words)
+                self.cpu_s = float(cpu)
             peak = item[0].pop("_gpu_peak", None) if isinstance(item[0], dict) else None
             if type(peak) is int and peak > self.gpu_peaks.get(self.last_cmd, -1):
                 self.gpu_peaks[self.last_cmd] = peak
