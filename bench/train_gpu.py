@@ -25,6 +25,8 @@ import os
 import time
 from pathlib import Path
 
+from kernelzero.train.report import read_jsonl  # json and pathlib only: no heavy import before the state check
+
 STARTED = time.monotonic()
 
 
@@ -141,10 +143,11 @@ def miniature(args: argparse.Namespace) -> None:
     run = coder._start(cfg)
     splits, solutions = coder.prepare_tasks(cfg, run)
     start = coder.prepare_policy(cfg, run, splits, solutions)
-    curve = _curve(run)
-    if not any(p["label"] == "warm start" for p in curve) and _point_fits(args, cfg, run, "warm start"):
+    samples = cfg.eval.samples * len(splits["test"])  # one pass@1 point
+    curve = read_jsonl(run / "curve.jsonl")
+    if not any(p["label"] == "warm start" for p in curve) and _point_fits(args, samples, run, "warm start"):
         print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0, policy=run / "warm_start")), flush=True)
-    estimate = point_estimate(run, cfg.eval.samples * len(splits["test"]))
+    estimate = point_estimate(run, samples)
     reserve = (estimate or 45.0) + 45.0  # one pass@1 point and the saves
     minutes = (_left(args) - reserve - 30.0) / 60.0
     if minutes > 1.0:
@@ -153,33 +156,26 @@ def miniature(args: argparse.Namespace) -> None:
         final = coder.run_grpo(cfg, run, start, splits)
         step = int((final / "step.txt").read_text())
         label = f"GRPO call {args.call}"
-        if _point_fits(args, cfg, run, label):
+        if _point_fits(args, samples, run, label):
             print(json.dumps(_probe_point(cfg, run, splits, label, step)), flush=True)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
     _report_miniature(args, run)
 
 
-def _curve(run: Path) -> list[dict]:
-    path = run / "curve.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def point_estimate(run: Path, samples: int) -> float | None:
     """Seconds a pass@1 point of `samples` samples will take, at the latest probe's rate per sample
     (run/probe_times.jsonl; None before any probe ran)."""
-    path = run / "probe_times.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    rows = read_jsonl(run / "probe_times.jsonl")
     if not rows or not rows[-1]["samples"]:
         return None
     last = rows[-1]
     return samples * (last["generate_s"] + last["verify_s"]) / last["samples"]
 
 
-def _point_fits(args: argparse.Namespace, cfg, run: Path, label: str) -> bool:
+def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -> bool:
     """Whether the pass@1 point `label` fits in what is left of this call (at the latest probe's rate); if not, say
     so and why (a point cut by the device call's limit loses the call's state: 2026-12-03, call 1 ran 600 s)."""
-    samples = cfg.eval.samples * cfg.tasks.n_test
     need, left = point_estimate(run, samples), _left(args)
     if need is None or need + 30.0 <= left:
         return True
@@ -200,12 +196,8 @@ def _point_fits(args: argparse.Namespace, cfg, run: Path, label: str) -> bool:
 
 def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     out = _out(args)
-    curve = _curve(run)
-    steps = (
-        [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
-        if (run / "steps.jsonl").exists()
-        else []
-    )
+    curve = read_jsonl(run / "curve.jsonl")
+    steps = read_jsonl(run / "steps.jsonl")
     keys = [
         "label",
         "step",

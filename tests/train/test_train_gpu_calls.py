@@ -70,29 +70,28 @@ def test_a_later_call_with_the_warm_start_but_no_curve_goes_on_and_takes_the_poi
 def test_a_pass1_point_that_would_outrun_the_call_is_skipped_saying_why(tmp_path, capsys):
     """2026-12-03: call 1's held-out point (256 samples at about 2.2 s each) ran past the device call's limit and
     the call's state was lost. The point's cost comes from the latest probe's rate per sample."""
-    from types import SimpleNamespace
 
     train_gpu = _train_gpu()
     run = tmp_path / "run"
     run.mkdir()
-    cfg = SimpleNamespace(eval=SimpleNamespace(samples=4), tasks=SimpleNamespace(n_test=64))
+    samples = 4 * 64  # eval.samples x the held-out split
     args = train_gpu.argparse.Namespace(call=1, budget_s=540.0)
     assert train_gpu.point_estimate(run, 256) is None
-    assert train_gpu._point_fits(args, cfg, run, "warm start")  # nothing measured yet: it tries
+    assert train_gpu._point_fits(args, samples, run, "warm start")  # nothing measured yet: it tries
     with (run / "probe_times.jsonl").open("a") as f:
         f.write(json.dumps({"label": "warm-start probe", "samples": 64, "generate_s": 4.0, "verify_s": 60.0}) + "\n")
     assert train_gpu.point_estimate(run, 256) == 256.0
     train_gpu.STARTED = train_gpu.time.monotonic() - 400  # 140 s left of 540
-    assert not train_gpu._point_fits(args, cfg, run, "warm start")
+    assert not train_gpu._point_fits(args, samples, run, "warm start")
     said = capsys.readouterr().out
     assert "SKIPPED the pass@1 point 'warm start': 256 samples need about 256 s" in said
     assert "the next call takes the warm-start point first" in said
-    assert not train_gpu._point_fits(args, cfg, run, "GRPO call 1")
+    assert not train_gpu._point_fits(args, samples, run, "GRPO call 1")
     assert "the next call's point measures it" in capsys.readouterr().out
     with (run / "probe_times.jsonl").open("a") as f:  # the measured rate of 2026-12-03: no call can hold it
         f.write(json.dumps({"label": "warm-start probe", "samples": 64, "generate_s": 4.0, "verify_s": 141.0}) + "\n")
     train_gpu.STARTED = train_gpu.time.monotonic()
-    assert not train_gpu._point_fits(args, cfg, run, "warm start")
+    assert not train_gpu._point_fits(args, samples, run, "warm start")
     assert "more than a whole call's 480 s" in capsys.readouterr().out
-    cfg.tasks.n_test = 16  # 64 samples: about 145 s, fits
-    assert train_gpu._point_fits(args, cfg, run, "warm start")
+    samples = 4 * 16  # 64 samples: about 145 s, fits
+    assert train_gpu._point_fits(args, samples, run, "warm start")

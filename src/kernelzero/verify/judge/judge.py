@@ -31,6 +31,7 @@ from kernelzero.verify.judge.solo import take_solo_reference
 from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.judge.timing_stage import prime_inputs, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
+from kernelzero.verify.sandbox.channel import cpu_seconds
 from kernelzero.verify.sandbox.cuda_ipc import IpcOutOfMemory
 from kernelzero.verify.sandbox.process import plan_for, scratch_folder
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
@@ -172,17 +173,16 @@ class Judge:
             try:
                 verdict = self._run(started)
                 peaks, trace = self._gpu_peaks(started)
-                return replace(
-                    verdict, stage_seconds={**verdict.stage_seconds, **peaks}, notes=(*verdict.notes, *trace)
-                )
+                seconds = {**verdict.stage_seconds, **self._cpu_seconds(started), **peaks}
+                return replace(verdict, stage_seconds=seconds, notes=(*verdict.notes, *trace))
             finally:
                 self.ref.close()
 
     def _gpu_peaks(self, started: StartedWorker) -> tuple[dict[str, float], list[str]]:
-        """`cpu_s_<role>` (`_cpu_seconds`), and GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
+        """GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
         channel._gpu_peak) and the judge's own, and notes: when they pass the lease, and with KZ_GPU_TRACE each
         reply's (command, allocated, reserved, export) GiB in order."""
-        peaks, notes, used = self._cpu_seconds(started), [], 0.0
+        peaks, notes, used = {}, [], 0.0
         if self.device == "cuda" and torch.cuda.is_initialized():
             used = peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
         for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
@@ -205,7 +205,7 @@ class Judge:
         """CPU seconds of this verification's processes, since each started (imports, warm-up and the waiting of
         a standby included): the judge's own, and each worker's as its last reply said (a diagnosis of throughput:
         bench/service.md; the candidate's process writes its own, so nothing is decided from it)."""
-        own = {"cpu_s_judge": round(sum(os.times()[:4]), 3)}
+        own = {"cpu_s_judge": round(cpu_seconds(), 3)}
         return own | {
             f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in (("ref", self.ref.worker), ("cand", started.worker))
         }

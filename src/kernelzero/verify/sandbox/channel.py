@@ -226,6 +226,12 @@ def recv_obj(fd: int) -> Any:
     return _walk(torch.load(data, weights_only=False, pickle_module=_PINNED_PICKLE), _from_file)
 
 
+def cpu_seconds() -> float:
+    """This process's CPU seconds so far, its own and its reaped children's (user and system): sent as `_cpu_s`
+    with every reply, a diagnosis of throughput (judge.Judge._cpu_seconds)."""
+    return sum(os.times()[:4])
+
+
 def _gpu_peak() -> dict[str, int]:
     """This process's GPU memory high-water mark (PyTorch's reserved peak plus the IPC export allocation), as
     `_gpu_peak` in every reply once CUDA is initialised: the judge records it per command, a diagnosis of the memory
@@ -267,7 +273,7 @@ def send_msg(fd: Any, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
             t.reshape(-1).view(torch.uint8).numpy().tofile(os.path.join(_out["dir"], name))
             spec.append(name)
         specs.append(spec)
-    header = {**header, "_tensors": specs, **_gpu_peak(), "_cpu_s": round(sum(os.times()[:4]), 3)}  # its CPU so far
+    header = {**header, "_tensors": specs, **_gpu_peak(), "_cpu_s": round(cpu_seconds(), 3)}
     if isinstance(fd, int):
         _write_frame(fd, json.dumps(header).encode())
         raw = functools.partial(_write_frame, fd)
