@@ -206,9 +206,9 @@ class Judge:
         a standby included): the judge's own, and each worker's as its last reply said (a diagnosis of throughput:
         bench/service.md; the candidate's process writes its own, so nothing is decided from it)."""
         own = {"cpu_s_judge": round(cpu_seconds(), 3)}
-        return own | {
-            f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in (("ref", self.ref.worker), ("cand", started.worker))
-        }
+        workers = (("ref", self.ref.worker), ("cand", started.worker))
+        forked = {f"forked_{role}": float(w.forked) for role, w in workers}  # 1.0: started by the fork server
+        return own | forked | {f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in workers}
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()

@@ -26,6 +26,7 @@ from kernelzero.verify.backends.cuda.build_cache import default_cache_dir, ensur
 from kernelzero.verify.judge.launch import on_gpu
 from kernelzero.verify.judge.standby import Standby
 from kernelzero.verify.options import VerifyOptions
+from kernelzero.verify.sandbox import zygote_client
 from kernelzero.verify.sandbox.process import physical_gpu, source_root
 from kernelzero.verify.sandbox.safe_fs import read_regular
 from kernelzero.verify.verdicts import early_verdict
@@ -93,6 +94,8 @@ def _judge_env(backend: Backend, opts: VerifyOptions) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(opts.gpu_index)
     cache = Path(opts.build_cache) if opts.build_cache else default_cache_dir()
     env["KZ_BUILD_CACHE"] = str(ensure_readable(cache))  # any backend: one standby kind per lane
+    if not opts.unsafe_no_sandbox:  # this process's fork server: the judge's workers start from it (zygote.py)
+        env[zygote_client.SOCKET_ENV] = zygote_client.address()
     return env
 
 

@@ -160,17 +160,22 @@ def tools() -> tuple[str, str]:
     return found[0], found[1]
 
 
-def command(argv: list[str], role: Role, cwd: str | os.PathLike, keep: list[str] = ()) -> list[str]:
-    """`argv` wrapped to start in `role`'s sandbox (see the module docstring), working in `cwd`; `keep`: the
-    folders it may use besides `cwd` (its transfer folder), bound into its private /tmp or /dev/shm."""
-    setpriv, unshare = tools()
-    spec = {
+def enter_spec(role: Role, cwd: str | os.PathLike, keep: list[str] = ()) -> dict:
+    """What `enter.py` does for `role` working in `cwd` with `keep` (command(); the fork server, zygote.py)."""
+    return {
         "keep": _needed([str(cwd), *keep, *_runtime_paths()]),
         "private": [p for p in PRIVATE if os.path.isdir(p)],
         "cwd": os.path.realpath(cwd),
         "uid": role.uid,
         "gid": role.uid,
     }
+
+
+def command(argv: list[str], role: Role, cwd: str | os.PathLike, keep: list[str] = ()) -> list[str]:
+    """`argv` wrapped to start in `role`'s sandbox (see the module docstring), working in `cwd`; `keep`: the
+    folders it may use besides `cwd` (its transfer folder), bound into its private /tmp or /dev/shm."""
+    setpriv, unshare = tools()
+    spec = enter_spec(role, cwd, keep)
     ns = ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc", "--ipc"]
     if not role.network:
         ns.append("--net")

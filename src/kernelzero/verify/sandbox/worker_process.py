@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelzero.verify.sandbox import box, safe_fs
+from kernelzero.verify.sandbox import box, safe_fs, zygote_client
 from kernelzero.verify.sandbox.cgroup import MemoryCgroup
 from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
 from kernelzero.verify.sandbox.channel_auth import Authenticator, ForgedReply
@@ -101,29 +101,31 @@ class WorkerProcess:
         self.plan, self.ns = plan, None  # the role's plan (its uid is released on close); its PID namespace
         self.ns_pids: list[int] = []  # the namespace's processes at the last scan (`_rss`)
         self.ns_scan_at = 0.0
-        argv = [
-            sys.executable,
-            "-m",
-            "kernelzero.verify.worker",
-            str(wfd),
-            *(["reference"] if role == "reference" else []),
-        ]
-        command = sandbox_argv(argv, plan, workdir, [str(self.xfer)])
+        tail = ["reference"] if role == "reference" else []
+        command = sandbox_argv(
+            [sys.executable, "-m", "kernelzero.verify.worker", str(wfd), *tail], plan, workdir, [str(self.xfer)]
+        )
+        self.proc = None
         if plan.boxed:  # the kernel stops a burst the watchdog's 50 ms readings miss: a quarter and 1 GiB over
             self.cgroup = MemoryCgroup.create(self.mem_limit + self.mem_limit // 4 + (1 << 30))
+            spec = box.enter_spec(box.Role(plan.uid, not plan.netns), workdir, [str(self.xfer)])
+            procs = str(self.cgroup.path / "cgroup.procs") if self.cgroup else None
+            self.proc = zygote_client.start(tail, env, spec, plan.netns, procs, wfd)  # None: start it cold
             command = self.cgroup.wrap(command) if self.cgroup else command
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-            env=env,
-            pass_fds=(wfd,),
-            start_new_session=True,
-            preexec_fn=None if plan.boxed else unsafe_limits,
-        )
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env=env,
+                pass_fds=(wfd,),
+                start_new_session=True,
+                preexec_fn=None if plan.boxed else unsafe_limits,
+            )
         os.close(wfd)
+        self.forked = isinstance(self.proc, zygote_client.ZygoteProcess)
         self.log_reader = threading.Thread(target=self._drain_log, args=(self.proc.stdout,), daemon=True)
         self.log_reader.start()
 
@@ -294,10 +296,13 @@ class WorkerProcess:
         return bytes(self.log[-limit:]).decode(errors="replace")
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if isinstance(self.proc, zygote_client.ZygoteProcess):
+            self.proc.kill_group()
+        else:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,178 @@
+"""The fork server (sandbox/zygote.py): workers forked from one interpreter that imported torch, each in the same
+sandbox a cold worker gets, on CPU with real judges and a real server.
+
+- a forked candidate runs as a sandbox uid, as process 1 of its own PID namespace, with no network, a private /tmp
+  (the server's socket folder unseen), no descriptor of the server or of the connection, and gets its true verdict;
+- its exit status reaches the judge; killing its group ends it; the judge's end of the connection closing ends the
+  worker and every process of its namespace;
+- with `KZ_FORK_SERVER=0` workers start cold, and verdicts say which way each started.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelzero.types import Task
+from kernelzero.verify import options_for, verify
+from kernelzero.verify.sandbox import box, process, zygote_client
+from kernelzero.verify.sandbox.channel import send_obj
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root")
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+CANDIDATE = (KERNELS / "correct" / "triton_leaky_relu.py").read_text()
+TASK = Task(
+    name="leaky_zygote",
+    source="""
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, negative_slope):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return torch.nn.functional.leaky_relu(x, self.negative_slope)
+
+def get_inputs():
+    return [torch.randn(1000)]
+
+def get_init_inputs():
+    return [0.1]
+""",
+)
+OPTS = options_for(device="cpu", trials=2, compile_check=False, static_checks=False)
+
+# At the candidate's import: everything a forked worker must not have; fails loudly (no `correct`) if it finds any.
+PROBE = """
+import glob as _glob, os as _os, socket as _socket
+_bad = []
+if _os.getuid() == 0 or _os.getgid() == 0:
+    _bad.append(("root", _os.getuid()))
+if _os.getpid() != 1:
+    _bad.append(("not process 1 of its own namespace", _os.getpid()))
+_procs = [p for p in _os.listdir("/proc") if p.isdigit()]
+for _p in _procs:
+    if int(_p) == _os.getpid():  # its own command line is the server's (forked, not executed)
+        continue
+    try:
+        if b"zygote" in open(f"/proc/{_p}/cmdline", "rb").read():
+            _bad.append(("sees the fork server", _p))
+    except OSError:
+        pass
+for _fd in _os.listdir("/proc/self/fd"):
+    try:
+        if _os.readlink(f"/proc/self/fd/{_fd}").startswith("socket:"):
+            _bad.append(("socket descriptor", _fd))
+    except OSError:
+        pass
+if _glob.glob("/tmp/kz-zygote-*"):
+    _bad.append(("sees the server's folder", _glob.glob("/tmp/kz-zygote-*")))
+if [n for _, n in _socket.if_nameindex() if n != "lo"]:
+    _bad.append(("network", _socket.if_nameindex()))
+if _bad:
+    raise RuntimeError(f"forked worker not sandboxed: {_bad}")
+"""
+
+
+@pytest.fixture(scope="module")
+def server():
+    path = zygote_client.address(wait_s=120)
+    assert path and os.path.exists(path), "the fork server did not start"
+    return path
+
+
+def test_a_forked_candidate_is_sandboxed_like_a_cold_one_and_gets_its_verdict(server, monkeypatch):
+    probe = verify(TASK, PROBE + CANDIDATE, "triton", OPTS)
+    assert probe.status == "correct", (probe.status, probe.message, probe.error_log[-800:])
+    assert probe.stage_seconds["forked_cand"] == 1.0 and probe.stage_seconds["forked_ref"] == 1.0
+    wrong = verify(TASK, CANDIDATE.replace("x * negative_slope", "x * negative_slope * 3"), "triton", OPTS)
+    assert wrong.status == "mismatch", (
+        wrong.status,
+        wrong.message,
+    )  # the forked path reaches real verdicts, not only `correct`
+    monkeypatch.setenv(zygote_client.SWITCH_ENV, "0")
+    cold = verify(TASK, CANDIDATE, "triton", OPTS)
+    assert cold.status == "correct" and cold.stage_seconds["forked_cand"] == 0.0
+
+
+def _started(server: str, monkeypatch, folder: Path):
+    """A worker through the server, with nothing sent to it yet: (process, its stdin, the role's plan)."""
+    monkeypatch.setenv(zygote_client.SOCKET_ENV, server)
+    plan = process.role_plan(process.plan_sandbox(box.DEFAULT_UIDS, True))
+    env, fd = process.lay_out_workdir(folder / "box", plan, {"candidate.py": ""})
+    os.close(fd)
+    r, w = os.pipe()
+    spec = box.enter_spec(box.Role(plan.uid, False), folder / "box")
+    proc = zygote_client.start([], env, spec, True, None, w)
+    os.close(w)
+    assert isinstance(proc, zygote_client.ZygoteProcess)
+    return proc, r, plan
+
+
+def _namespace(proc) -> str:
+    deadline = time.monotonic() + 10
+    while (ns := box.namespace_of(proc.pid)) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ns is not None
+    return ns
+
+
+def _gone(pids: list[int], within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not [p for p in pids if os.path.exists(f"/proc/{p}")]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_exit_status_and_kill_reach_the_judge(server, monkeypatch):
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o711)
+        proc, reply, plan = _started(server, monkeypatch, Path(tmp))
+        assert proc.poll() is None
+        send_obj(proc.stdin.fileno(), {"cmd": "exit"})
+        assert proc.wait(timeout=30) == 0
+        os.close(reply)
+        process.release_role(plan)
+
+        proc, reply, plan = _started(server, monkeypatch, Path(tmp) / "2")
+        pids = box.pids_in(_namespace(proc))
+        with pytest.raises(Exception) as timed_out:
+            proc.wait(timeout=0.2)
+        assert "timed out" in str(timed_out.value).lower()
+        proc.kill_group()
+        assert proc.wait(timeout=10) == -9
+        assert _gone(pids + [proc.pid])
+        os.close(reply)
+        process.release_role(plan)
+
+
+def test_the_judge_going_away_ends_the_worker_and_its_namespace(server, monkeypatch):
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o711)
+        proc, reply, plan = _started(server, monkeypatch, Path(tmp))
+        pids = box.pids_in(_namespace(proc))
+        assert pids, "the worker's namespace has no process"
+        proc.conn.close()  # what the judge's death does to its end of the connection
+        assert _gone(pids + [proc.pid]), "a forked worker outlived its judge's connection"
+        os.close(reply)
+        process.release_role(plan)
+
+
+def test_a_request_from_a_process_that_is_not_root_is_refused(server):
+    code = (
+        "import socket, os; os.setgid(65534); os.setuid(65534); s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+        f"try:\n    s.connect({server!r}); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert out.startswith("refused"), out  # the socket is root's, mode 0600, in a folder of mode 0700
