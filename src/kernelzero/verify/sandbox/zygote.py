@@ -34,6 +34,7 @@ unavailable the judge starts the worker the cold way (`worker_process.py`).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import io
@@ -50,7 +51,9 @@ import traceback
 
 from kernelzero.verify.sandbox import enter as enter_mod
 
-PRELOAD = ("torch", "triton", "triton.language", "kernelzero.verify.worker.__main__")
+PRELOAD = ("torch", "kernelzero.verify.worker.__main__")
+PRELOAD_GPU = ("triton", "triton.language")  # only where a GPU is visible: a worker that interprets Triton (CPU)
+# needs triton.language imported after TRITON_INTERPRET is set (its own @jit functions become interpreted ones)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_MM, PR_SET_MM_ARG_START, PR_SET_MM_ARG_END = 1, 4, 35, 8, 9
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x8000000, 0x20000000, 0x40000000
@@ -61,8 +64,10 @@ SETUP_FAILED = enter_mod.SETUP_FAILED
 
 def preload() -> list[str]:
     """Import PRELOAD (those that are installed); the names imported."""
+    from kernelzero.verify.sandbox.process import gpu_visible
+
     done = []
-    for name in PRELOAD:
+    for name in PRELOAD + (PRELOAD_GPU if gpu_visible() else ()):
         try:
             importlib.import_module(name)
             done.append(name)
@@ -80,6 +85,17 @@ def serve(path: str) -> None:
     os.chmod(path, 0o600)
     listener.listen(128)
     print(json.dumps({"ready": path, "preloaded": loaded, "threads": threads}), flush=True)
+    try:
+        _loop(listener)
+    finally:  # its starter is gone (or closed it): the socket and its folder go with the server
+        listener.close()
+        with contextlib.suppress(OSError):  # its starter may have removed them first
+            os.unlink(path)
+            if os.path.basename(os.path.dirname(path)).startswith("kz-zygote-"):
+                os.rmdir(os.path.dirname(path))
+
+
+def _loop(listener: socket.socket) -> None:
     poller = select.poll()
     poller.register(listener.fileno(), select.POLLIN)
     poller.register(0, select.POLLIN)
@@ -130,6 +146,8 @@ def _handle(conn: socket.socket, listener: socket.socket) -> None:
         request = json.loads(data)
         if len(fds) != 3 or not isinstance(request.get("argv"), list) or not isinstance(request.get("env"), dict):
             raise ValueError("a request is JSON with argv, env and spec, and three descriptors")
+        if request["env"].get("TRITON_INTERPRET") and "triton.language" in sys.modules:
+            raise ValueError("this server imported Triton for the GPU: an interpreting worker starts cold")
         pid = os.fork()
         if pid == 0:
             try:

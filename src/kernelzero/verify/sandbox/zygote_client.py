@@ -60,7 +60,10 @@ def address(wait_s: float = 0.0) -> str:
 def _start_server() -> None:
     from kernelzero.verify.sandbox.process import KEEP_ENV, import_path
 
-    folder = tempfile.mkdtemp(prefix="kz-zygote-")  # mode 0700, root's: no sandboxed process reaches it
+    # mode 0700, root's: no sandboxed process reaches it. In /tmp rather than TMPDIR: a socket's path has at most
+    # 107 bytes (a test's TMPDIR can be longer), and a caller's scratch folder is not the server's
+    base = "/tmp" if os.access("/tmp", os.W_OK) else None
+    folder = tempfile.mkdtemp(prefix="kz-zygote-", dir=base)
     path = str(Path(folder, "sock"))
     env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
     # No HOME or TMPDIR of its own: a module that caches one at import (tempfile does) would hand it to every worker

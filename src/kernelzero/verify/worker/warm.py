@@ -15,16 +15,19 @@ import time
 
 import torch
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # Triton is optional: CUDA alone is warmed
-    triton = None
-else:
+_KERNEL: list = []  # the warm-up kernel, defined on first use: a fork server imports this module before it knows
+# whether its workers interpret Triton (TRITON_INTERPRET must be set before triton.language is imported)
 
-    @triton.jit
-    def kz_warm_touch(x_ptr):
-        tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+def _touch_kernel():
+    """The trivial Triton kernel (None without Triton)."""
+    if not _KERNEL:
+        try:
+            from kernelzero.verify.worker.warm_kernel import kz_warm_touch
+        except ImportError:  # Triton is optional: CUDA alone is warmed
+            kz_warm_touch = None
+        _KERNEL.append(kz_warm_touch)
+    return _KERNEL[0]
 
 
 def warm_gpu() -> str:
@@ -33,9 +36,10 @@ def warm_gpu() -> str:
     x = torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
     cuda_s = time.perf_counter() - start
-    if triton is None:
+    kernel = _touch_kernel()
+    if kernel is None:
         return f"warm-up: CUDA {cuda_s:.2f} s; no Triton"
-    kz_warm_touch[(1,)](x)
+    kernel[(1,)](x)
     torch.cuda.synchronize()
     if x.item() != 1.0:
         raise RuntimeError("the warm-up kernel computed a wrong value")
