@@ -17,6 +17,8 @@ service, Ray and Helion tests, which run on the GPU machine too although most of
 `--gate-resume TABLE`: leave out the tests that TABLE (an earlier run's table, or several appended) shows passed,
 matched by their row's test cell, so a gate cut by the wall limit goes on in the next call (scripts/gpu_tests.sh,
 KZ_GATE_RESUME). Test ids with spaces or newlines match too.
+
+With `--gpu-table`, the controller starts one fork server for all of its workers (`_share_fork_server`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,19 @@ def pytest_configure(config):
     path = config.getoption("--gpu-table")
     if path and not hasattr(config, "workerinput"):  # an xdist worker reports to the controller, which writes
         config.pluginmanager.register(Table(path), "gpu_table_writer")
+        _share_fork_server()
+
+
+def _share_fork_server() -> None:
+    """One fork server (verify/sandbox/zygote.py) for the whole gate, started here before the xdist workers, which
+    inherit its socket: not one per worker, each importing torch and Triton while the first tests start cold."""
+    try:
+        from kernelzero.verify.sandbox import zygote_client
+    except ImportError:
+        return
+    path = zygote_client.address()
+    if path:
+        os.environ[zygote_client.SOCKET_ENV] = path
 
 
 def passed_cells(table: str) -> set[str]:

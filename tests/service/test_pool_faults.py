@@ -25,12 +25,10 @@ def _request(tag=0) -> VerifyRequest:
 
 
 def _judges() -> list[int]:
-    """Pids of this process's children that are verification judges (`kernelzero.verify.judge.launch`)."""
-    return [
-        pid
-        for pid, parent in process_tree().items()
-        if parent == os.getpid() and "kernelzero.verify.judge.launch" in cmdline(pid)
-    ]
+    """Pids of the verification judges this process started (`kernelzero.verify.judge.launch --parent PID`): its
+    children when started cold, the fork server's grandchildren when forked (sandbox/zygote.py)."""
+    mine = f"\0--parent\0{os.getpid()}\0"
+    return [pid for pid in process_tree() if "kernelzero.verify.judge.launch" in (cmd := cmdline(pid)) and mine in cmd]
 
 
 def _killer(times: int, seen: set, stop: threading.Event) -> None:
@@ -42,7 +40,7 @@ def _killer(times: int, seen: set, stop: threading.Event) -> None:
                 seen.add(pid)
                 time.sleep(0.5)  # mid-job: it has started its worker
                 try:
-                    os.killpg(pid, signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)  # the judge alone (a forked one leads no group of its own)
                 except ProcessLookupError:
                     continue
                 killed += 1

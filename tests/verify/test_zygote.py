@@ -5,11 +5,14 @@ sandbox a cold worker gets, on CPU with real judges and a real server.
   (the server's socket folder unseen), no descriptor of the server or of the connection, and gets its true verdict;
 - its exit status reaches the judge; killing its group ends it; the judge's end of the connection closing ends the
   worker and every process of its namespace;
-- with `KZ_FORK_SERVER=0` workers start cold, and verdicts say which way each started.
+- with `KZ_FORK_SERVER=0` workers start cold, and verdicts say which way each started;
+- a judge forked from the server names its caller in its command line, and when its caller's connection closes it gets
+  its death signal and leaves no worker and no folder; a judge request that is not launch's is refused (cold start).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -94,6 +97,7 @@ def test_a_forked_candidate_is_sandboxed_like_a_cold_one_and_gets_its_verdict(se
     probe = verify(TASK, PROBE + CANDIDATE, "triton", OPTS)
     assert probe.status == "correct", (probe.status, probe.message, probe.error_log[-800:])
     assert probe.stage_seconds["forked_cand"] == 1.0 and probe.stage_seconds["forked_ref"] == 1.0
+    assert probe.stage_seconds["forked_judge"] == 1.0 and probe.stage_seconds["cpu_s_judge"] < 1.5, probe.stage_seconds
     wrong = verify(TASK, CANDIDATE.replace("x * negative_slope", "x * negative_slope * 3"), "triton", OPTS)
     assert wrong.status == "mismatch", (
         wrong.status,
@@ -102,6 +106,7 @@ def test_a_forked_candidate_is_sandboxed_like_a_cold_one_and_gets_its_verdict(se
     monkeypatch.setenv(zygote_client.SWITCH_ENV, "0")
     cold = verify(TASK, CANDIDATE, "triton", OPTS)
     assert cold.status == "correct" and cold.stage_seconds["forked_cand"] == 0.0
+    assert cold.stage_seconds["forked_judge"] == 0.0
 
 
 def _started(server: str, monkeypatch, folder: Path):
@@ -176,3 +181,71 @@ def test_a_request_from_a_process_that_is_not_root_is_refused(server):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.startswith("refused"), out  # the socket is root's, mode 0600, in a folder of mode 0700
+
+
+def test_a_forked_judge_whose_caller_goes_leaves_no_worker_and_no_folder(server, monkeypatch, tmp_path):
+    from kernelzero.verify.backends import get_backend
+    from kernelzero.verify.judge.launch import sandbox_spec
+    from kernelzero.verify.judge.run import _judge_env
+    from kernelzero.verify.judge.standby import start_judge
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the judge's scratch folders land here
+    env = _judge_env(get_backend("triton"), OPTS)
+    spec = sandbox_spec(OPTS, False)
+    (zygote,) = [int(p) for p in os.listdir("/proc") if p.isdigit() and server in _cmdline(int(p))]
+    before = set(_descendants(zygote))
+    proc = start_judge(["--parent", str(os.getpid()), "--standby", json.dumps(spec)], env, keep_stdin=True)
+    assert isinstance(proc, zygote_client.ZygoteProcess), "the judge was not forked"
+    deadline = time.monotonic() + 60  # a standby starts its worker and its reference, then waits for a request
+    while time.monotonic() < deadline and (
+        len(list(tmp_path.glob("kz-*"))) < 2 or len([p for p in _descendants(zygote) if p not in before]) < 6
+    ):
+        time.sleep(0.1)
+    judges = [p for p in _descendants(proc.pid) if f"--parent\0{os.getpid()}\0" in _cmdline(p)]
+    assert len(judges) == 1 and "kernelzero.verify.judge.launch" in _cmdline(judges[0])
+    below = [p for p in _descendants(zygote) if p not in before]  # forked by the server too: the judge's workers
+    assert len(below) >= 6, below  # the outer processes and the judge, its worker's and its reference's
+    proc.conn.close()  # what the caller's death does to its end of the connection
+    assert _gone(below + [proc.pid], within_s=60), "a forked judge outlived its caller"
+    assert not list(tmp_path.glob("kz-*")), list(tmp_path.iterdir())
+    proc.stdin.close()
+    proc.stdout.close()
+
+
+def test_a_judge_request_that_is_not_launchs_is_refused(server):
+    env = {zygote_client.SOCKET_ENV: server, "PATH": os.environ.get("PATH", "")}
+    assert zygote_client.start_judge(["-c", "print(1)", "x"], env) is None  # not `--parent PID ...`
+    assert zygote_client.start_judge(["--parent", "1"], env) is None  # no request or standby
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        kids = [p for p, parent in parents.items() if parent == here]
+        found += kids
+        todo += kids
+    return found
+
+
+def test_a_child_shares_its_parents_server_while_that_one_lives(server):
+    code = "from kernelzero.verify.sandbox import zygote_client as z; print(z.address())"
+    env = {**os.environ, "PYTHONPATH": str(process.source_root()), zygote_client.SOCKET_ENV: server}
+    shared = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert shared.stdout.strip() == server, shared.stderr[-2000:]
+    env[zygote_client.SOCKET_ENV] = "/tmp/kz-zygote-gone-for-good/sock"  # its parent's server has ended: one of its own
+    own = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert own.stdout.strip().startswith("/tmp/kz-zygote-") and own.stdout.strip() != server, own.stderr[-2000:]

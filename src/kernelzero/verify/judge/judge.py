@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -205,10 +206,12 @@ class Judge:
         """CPU seconds of this verification's processes, since each started (imports, warm-up and the waiting of
         a standby included): the judge's own, and each worker's as its last reply said (a diagnosis of throughput:
         bench/service.md; the candidate's process writes its own, so nothing is decided from it)."""
-        own = {"cpu_s_judge": round(cpu_seconds(), 3)}
+        zygote = sys.modules.get("kernelzero.verify.sandbox.zygote")  # imported where this judge was forked
+        own = {"cpu_s_judge": round(cpu_seconds(), 3), "forked_judge": float(getattr(zygote, "FORKED_JUDGE", False))}
         workers = (("ref", self.ref.worker), ("cand", started.worker))
         forked = {f"forked_{role}": float(w.forked) for role, w in workers}  # 1.0: started by the fork server
-        return own | forked | {f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in workers}
+        by_command = {f"cpu_s_{role}_{cmd}": round(s, 3) for role, w in workers for cmd, s in w.cpu_by_cmd.items()}
+        return own | forked | {f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in workers} | by_command
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()

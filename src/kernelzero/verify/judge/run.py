@@ -14,7 +14,6 @@ import math
 import os
 import select
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from kernelzero.types import Backend, Task, Verdict, to_dict, verdict_from_dict
 from kernelzero.verify.backends.cuda.build_cache import default_cache_dir, ensure_readable
 from kernelzero.verify.judge.launch import on_gpu
-from kernelzero.verify.judge.standby import Standby
+from kernelzero.verify.judge.standby import Standby, start_judge
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox import zygote_client
 from kernelzero.verify.sandbox.process import physical_gpu, source_root
@@ -144,17 +143,10 @@ def _judge_once(
         request, result, marker = Path(tmp, "request.json"), Path(tmp, "result.json"), Path(tmp, "leased")
         payload = {"task": to_dict(task), "source": source, "backend": to_dict(backend), "options": asdict(opts)}
         request.write_text(json.dumps({**payload, "lease_marker": str(marker)}))
-        proc = _standby_judge(standby, _judge_env(backend, opts), opts, request, result)
+        env = _judge_env(backend, opts)
+        proc = _standby_judge(standby, env, opts, request, result)
         if proc is None:
-            argv = ["-m", "kernelzero.verify.judge.launch", "--parent", str(os.getpid()), str(request), str(result)]
-            proc = subprocess.Popen(
-                [sys.executable, *argv],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=_judge_env(backend, opts),
-            )
+            proc = start_judge(["--parent", str(os.getpid()), str(request), str(result)], env)
         try:
             out = _judge_output(proc, budget, marker)
         except subprocess.TimeoutExpired as exc:

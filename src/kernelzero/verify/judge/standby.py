@@ -30,6 +30,7 @@ from collections import defaultdict, deque
 
 from kernelzero.verify.judge.launch import sandbox_spec
 from kernelzero.verify.options import VerifyOptions
+from kernelzero.verify.sandbox import zygote_client
 
 MOMENTARY = frozenset({"PYTEST_CURRENT_TEST"})  # environment variables a standby's kind ignores
 
@@ -39,7 +40,7 @@ class Standby:
 
     def __init__(self, count: int):
         self.count = max(0, count)
-        self.ready: dict[str, deque[subprocess.Popen]] = defaultdict(deque)
+        self.ready: dict[str, deque] = defaultdict(deque)
         self.lock = threading.Lock()
         self.wanted: queue.Queue = queue.Queue()
         self.closed = False
@@ -87,22 +88,7 @@ class Standby:
             with self.lock:
                 if self.closed or len(self.ready[key]) >= self.count:
                     continue
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "kernelzero.verify.judge.launch",
-                    "--parent",
-                    str(os.getpid()),
-                    "--standby",
-                    json.dumps(spec),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-            )
+            proc = start_judge(["--parent", str(os.getpid()), "--standby", json.dumps(spec)], env, keep_stdin=True)
             with self.lock:
                 self.started += 1
                 late = self.closed
@@ -119,6 +105,23 @@ class Standby:
             self.ready.clear()
         self.wanted.put(None)
         _end(procs)
+
+
+def start_judge(argv: list[str], env: dict[str, str], keep_stdin: bool = False):
+    """A judge process (`python -m kernelzero.verify.judge.launch` with `argv`) in its own session, its output (stdout
+    and stderr) a pipe: forked by the fork server `env` names (sandbox/zygote.py: no interpreter start, no import of
+    torch), else started cold. Its stdin is a pipe when `keep_stdin`, else empty."""
+    proc = zygote_client.start_judge(argv, env, keep_stdin)
+    if proc is not None:
+        return proc
+    return subprocess.Popen(
+        [sys.executable, "-m", "kernelzero.verify.judge.launch", *argv],
+        stdin=subprocess.PIPE if keep_stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
 
 
 NONE = Standby(0)  # no standby judge, not even the process's own (verify/api.py own_standby): a cold judge

@@ -86,6 +86,9 @@ class WorkerProcess:
         self.last_cmd = ""  # the last command sent, and the GPU high-water mark each command's reply reported
         self.gpu_peaks: dict[str, int] = {}  # (a diagnosis of the memory lease: channel._gpu_peak)
         self.cpu_s = 0.0  # the process's CPU seconds (itself and its reaped children) as its last reply said
+        self.cpu_by_cmd: dict[
+            str, float
+        ] = {}  # those seconds by the command whose reply reported them ("start": first)
         self.gpu_trace: list[tuple] = []  # each reply's GPU memory, for KZ_GPU_TRACE (judge.Judge._gpu_peaks)
         threading.Thread(target=self._reader, args=(self.rfd,), daemon=True).start()
 
@@ -211,6 +214,8 @@ class WorkerProcess:
                 self.gpu_trace.append((self.last_cmd, *now))
             cpu = item[0].pop("_cpu_s", None) if isinstance(item[0], dict) else None
             if type(cpu) in (int, float) and cpu > self.cpu_s:  # a diagnosis of throughput only (its own words)
+                cmd = self.last_cmd or "start"
+                self.cpu_by_cmd[cmd] = round(self.cpu_by_cmd.get(cmd, 0.0) + cpu - self.cpu_s, 3)
                 self.cpu_s = float(cpu)
             peak = item[0].pop("_gpu_peak", None) if isinstance(item[0], dict) else None
             if type(peak) is int and peak > self.gpu_peaks.get(self.last_cmd, -1):

@@ -55,7 +55,7 @@ PRELOAD = ("torch", "kernelzero.verify.worker.__main__")
 PRELOAD_GPU = ("triton", "triton.language")  # only where a GPU is visible: a worker that interprets Triton (CPU)
 # needs triton.language imported after TRITON_INTERPRET is set (its own @jit functions become interpreted ones)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_MM, PR_SET_MM_ARG_START, PR_SET_MM_ARG_END = 1, 4, 35, 8, 9
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x8000000, 0x20000000, 0x40000000
 REPLY_FD = 3  # the worker's reply pipe, as the worker's argv names it
 MAX_REQUEST = 1 << 20
@@ -144,14 +144,18 @@ def _handle(conn: socket.socket, listener: socket.socket) -> None:
     data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
     try:
         request = json.loads(data)
-        if len(fds) != 3 or not isinstance(request.get("argv"), list) or not isinstance(request.get("env"), dict):
-            raise ValueError("a request is JSON with argv, env and spec, and three descriptors")
+        judge = request.get("role") == "judge"
+        if len(fds) != (2 if judge else 3) or not _valid(request, judge):
+            raise ValueError(
+                "a request is JSON with argv, env and spec, and three descriptors (a judge's: role, argv from --parent, "
+                "env and cwd, and two descriptors)"
+            )
         if request["env"].get("TRITON_INTERPRET") and "triton.language" in sys.modules:
-            raise ValueError("this server imported Triton for the GPU: an interpreting worker starts cold")
+            raise ValueError("this server imported Triton for the GPU: an interpreting process starts cold")
         pid = os.fork()
         if pid == 0:
             try:
-                _outer(conn, listener, request, fds)
+                (_outer_judge if judge else _outer)(conn, listener, request, fds)
             except BaseException:  # noqa: BLE001 - said where the worker's log goes, then the sample ends
                 traceback.print_exc()
             finally:
@@ -195,6 +199,23 @@ def _outer(conn: socket.socket, listener: socket.socket, request: dict, fds: lis
     for fd in fds:
         os.close(fd)
     _reply(conn, {"pid": os.getpid()})
+    _watch(conn, child, 0.0)
+
+
+def _valid(request: dict, judge: bool) -> bool:
+    argv, env = request.get("argv"), request.get("env")
+    if not isinstance(argv, list) or not isinstance(env, dict):
+        return False
+    if not judge:
+        return True
+    # a judge runs launch.main only: `--parent PID` and its own arguments, from the caller's working folder
+    return len(argv) >= 3 and argv[0] == "--parent" and isinstance(request.get("cwd"), str)
+
+
+def _watch(conn: socket.socket, child: int, grace_s: float) -> None:
+    """The outer process's wait: the child's exit status goes to the caller; the caller's end of the connection
+    closing (it died or gave up) ends the child: SIGKILL at once (a worker), or SIGTERM, its death signal, and
+    SIGKILL only after `grace_s` (a judge: it kills its workers and removes its folders first). Never returns."""
     conn.settimeout(None)
     watch = select.poll()
     pidfd = os.pidfd_open(child)
@@ -206,10 +227,80 @@ def _outer(conn: socket.socket, listener: socket.socket, request: dict, fds: lis
             _, status = os.waitpid(child, 0)
             _reply(conn, {"status": os.waitstatus_to_exitcode(status)})
             os._exit(0)
-        if conn.fileno() in ready:  # the judge closed its end (or died): the sample ends now
-            os.kill(child, signal.SIGKILL)
+        if conn.fileno() in ready:
+            if grace_s:
+                os.kill(child, signal.SIGTERM)
+                if not select.select([pidfd], [], [], grace_s)[0]:
+                    os.kill(child, signal.SIGKILL)
+            else:
+                os.kill(child, signal.SIGKILL)
             os.waitpid(child, 0)
             os._exit(0)
+
+
+JUDGE_GRACE_S = 60.0  # a judge whose caller went has this long for its teardown
+
+
+def _outer_judge(conn: socket.socket, listener: socket.socket, request: dict, fds: list[int]) -> None:
+    """A judge's outer process: no sandbox (the judge is the verifier's own side, root, as a cold judge is), its own
+    session (the caller kills the group), the judge forked as its child, whose death signal follows this process."""
+    listener.close()
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(fds[1], 1)
+    os.dup2(fds[1], 2)
+    os.setsid()
+    child = os.fork()
+    if child == 0:
+        _judge(request, fds)
+    for fd in fds:
+        os.close(fd)
+    _reply(conn, {"pid": os.getpid()})
+    _watch(conn, child, JUDGE_GRACE_S)
+
+
+FORKED_JUDGE = False  # True in a judge this server forked (the verdict says so: judge.Judge._cpu_seconds)
+
+
+def _judge(request: dict, fds: list[int]) -> None:
+    """The judge (`python -m kernelzero.verify.judge.launch` with the request's argv, environment and folder), forked
+    instead of started: its caller is its death signal's subject through this outer process. Never returns."""
+    code = 1
+    try:
+        _reset_signals()
+        argv = [str(a) for a in request["argv"]]
+        _set_cmdline(["python", "-m", "kernelzero.verify.judge.launch", *argv])  # names its caller, as a cold one
+        argv[1] = str(os.getppid())  # launch.die_with_parent: the outer process stands for the caller
+        for target, fd in ((0, fds[0]), (1, fds[1]), (2, fds[1])):
+            os.dup2(fd, target)
+        os.closerange(3, _max_fd())
+        os.chdir(request["cwd"])
+        _become({**request, "argv": argv})
+        importlib.import_module("kernelzero.verify.sandbox.zygote").FORKED_JUDGE = True  # (this module is __main__)
+        from kernelzero.verify.judge.launch import main
+
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the judge's own failure: its traceback goes to its output
+        traceback.print_exc()
+    finally:
+        _flush_and_exit(code)
+
+
+def _reset_signals() -> None:
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _flush_and_exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os._exit(code)
 
 
 def _worker(request: dict, fds: list[int]) -> None:
@@ -218,9 +309,7 @@ def _worker(request: dict, fds: list[int]) -> None:
         libc = _libc()
         _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
         _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _reset_signals()
         _set_cmdline(["python", "-m", "kernelzero.verify.worker", str(REPLY_FD), *map(str, request["argv"])])
         enter_mod.enter(request["spec"])
         for target, fd in ((0, fds[0]), (1, fds[1]), (2, fds[1]), (REPLY_FD, fds[2])):
@@ -242,12 +331,7 @@ def _worker(request: dict, fds: list[int]) -> None:
     except BaseException:  # noqa: BLE001 - the worker's own failure: its traceback goes to its log
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
+        _flush_and_exit(code)
 
 
 def _max_fd() -> int:
@@ -274,24 +358,25 @@ def _become(request: dict) -> None:
     tempfile.tempdir = None  # cached from the server's environment at its imports: found again from TMPDIR
 
 
-_CMDLINE: list = []  # the buffer /proc/PID/cmdline points at, kept alive for the process's life
-
-
 def _set_cmdline(argv: list[str]) -> None:
-    """Make /proc/PID/cmdline read as a cold worker's (diagnostics and process listings go by it; the server's own
-    would name its socket). Needs CAP_SYS_RESOURCE, so it runs before the change of uid; a refusal changes nothing."""
-    data = b"\0".join(a.encode() for a in argv) + b"\0"
-    buf = ctypes.create_string_buffer(data, len(data))
-    start = ctypes.addressof(buf)
-    libc = _libc()
-    if libc.prctl(PR_SET_MM, PR_SET_MM_ARG_START, ctypes.c_ulong(start), 0, 0) == 0:
-        libc.prctl(PR_SET_MM, PR_SET_MM_ARG_END, ctypes.c_ulong(start + len(data)), 0, 0)
-        _CMDLINE.append(buf)
+    """Make /proc/PID/cmdline read as a cold process's (`ps`, the GPU gate's monitor and the tests go by it; the
+    server's own would name its socket): `argv` written over the server's own command line, in place (no privilege
+    needed), cut to its length; the server starts with room for it (zygote_client: a last argument of spaces)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end: fields 48 and 49 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return
+    room = end - start
+    data = b"\0".join(a.encode() for a in argv)[: max(room - 1, 0)]
+    if room > 0:
+        ctypes.memmove(start, data.ljust(room, b"\0"), room)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        sys.stderr.write("usage: python -m kernelzero.verify.sandbox.zygote SOCKET\n")
+    if len(argv) not in (1, 2):  # the second: room for the forked processes' command lines (_set_cmdline)
+        sys.stderr.write("usage: python -m kernelzero.verify.sandbox.zygote SOCKET [ROOM]\n")
         return 2
     serve(argv[0])
     return 0

@@ -2,9 +2,11 @@
 
 - `address()`: in a process that starts judges (`verify()`'s caller, the pool, the service, a pytest worker): this
   process's fork server, started on first use (a fresh interpreter, root, in a folder of mode 0700), and its socket
-  path, which judges find in `KZ_ZYGOTE_SOCKET`. The server ends when this process does (its stdin is a pipe this
+  path, which judges find in `KZ_ZYGOTE_SOCKET`; a parent's server when `KZ_ZYGOTE_SOCKET` came with the environment
+  and its folder still exists (the GPU gate starts one for all of its pytest workers). The server ends when this process does (its stdin is a pipe this
   process holds). "" where there is none: `KZ_FORK_SERVER=0`, not root (no sandbox to build), or it failed to start.
   The first judges may find no socket yet (the server is still importing torch): they start their workers cold.
+- `start_judge(...)`: in a caller, a judge forked by the server (no interpreter start, no torch import).
 - `start(...)`: in a judge, a worker through the server (`ZygoteProcess`, the part of `subprocess.Popen` the judge
   uses: `pid`, `stdin`, `stdout`, `poll`, `wait`, and `kill_group`); None when the server cannot be reached or
   cannot build the sandbox, and the judge starts the worker cold (the same sandbox, built by util-linux).
@@ -28,6 +30,7 @@ from pathlib import Path
 
 SOCKET_ENV = "KZ_ZYGOTE_SOCKET"  # the judge's environment: the fork server's socket
 SWITCH_ENV = "KZ_FORK_SERVER"  # "0": no fork server (every worker starts cold)
+CMDLINE_ROOM = 480  # bytes the server's command line keeps for a forked process's own (zygote._set_cmdline)
 REPLY_TIMEOUT_S = 30.0  # a started worker's pid comes back within this (the fork itself takes milliseconds)
 
 _lock = threading.Lock()
@@ -43,6 +46,9 @@ def address(wait_s: float = 0.0) -> str:
     `wait_s`, waits up to that long for the server to listen (it imports torch first)."""
     if not enabled():
         return ""
+    inherited = os.environ.get(SOCKET_ENV, "")
+    if inherited and _server.get("pid") != os.getpid() and os.path.isdir(os.path.dirname(inherited)):
+        return inherited  # a parent's server, shared (the GPU gate's pytest workers): its folder goes when it ends
     with _lock:
         if _server.get("pid") != os.getpid() or _server["proc"].poll() is not None:
             try:
@@ -69,7 +75,7 @@ def _start_server() -> None:
     # No HOME or TMPDIR of its own: a module that caches one at import (tempfile does) would hand it to every worker
     env.update({"PYTHONPATH": import_path(), "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/nonexistent"})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelzero.verify.sandbox.zygote", path],
+        [sys.executable, "-m", "kernelzero.verify.sandbox.zygote", path, " " * CMDLINE_ROOM],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -137,6 +143,15 @@ class ZygoteProcess:
             self._read_status(left if left is None else max(left, 0.0))
         return self.returncode
 
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, None]:
+        """Its remaining output (read to its end) and its exit, as `subprocess.Popen.communicate` gives them."""
+        out = b""
+        if self.stdout is not None and not self.stdout.closed:
+            out = self.stdout.read() or b""
+            self.stdout.close()
+        self.wait(timeout)
+        return out, None
+
     def kill_group(self) -> None:
         """SIGKILL the worker's process group (its outer process and the worker), unless it has already ended (its
         pid may then be another process's)."""
@@ -151,7 +166,26 @@ def start(argv: list[str], env: dict[str, str], spec: dict, net: bool, cgroup: s
     """A worker (`python -m kernelzero.verify.worker` with `argv` after its reply descriptor) through this judge's
     fork server, in the sandbox `spec` (box.spec); None when the server cannot start it (the caller starts it cold).
     `reply_fd`: the write end of the reply pipe (the caller closes its copy)."""
-    path = os.environ.get(SOCKET_ENV, "")
+    request = {"argv": argv, "env": env, "spec": spec, "net": net, "cgroup": cgroup}
+    return _ask(os.environ.get(SOCKET_ENV, ""), request, [reply_fd])
+
+
+def start_judge(argv: list[str], env: dict[str, str], keep_stdin: bool = False):
+    """A judge (`python -m kernelzero.verify.judge.launch` with `argv`, which starts `--parent PID`) forked by the
+    server `env` names, in `env` and this process's working folder: the same judge a cold start runs, without its
+    interpreter's start and torch's import. None when the server cannot start it (the caller starts it cold). Its
+    stdin is a pipe, closed at once unless `keep_stdin` (a standby reads its request there); its output (stdout and
+    stderr) is `stdout`."""
+    request = {"role": "judge", "argv": argv, "env": env, "cwd": os.getcwd()}
+    proc = _ask(env.get(SOCKET_ENV, ""), request, [])
+    if proc is not None and not keep_stdin:
+        proc.stdin.close()
+        proc.stdin = None
+    return proc
+
+
+def _ask(path: str, request: dict, extra_fds: list[int]) -> ZygoteProcess | None:
+    """Send `request` with a new stdin pipe, a new output pipe and `extra_fds`; the started process, or None."""
     if not path or not enabled() or not os.path.exists(path):
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -161,11 +195,10 @@ def start(argv: list[str], env: dict[str, str], spec: dict, net: bool, cgroup: s
     try:
         conn.settimeout(REPLY_TIMEOUT_S)
         conn.connect(path)
-        request = {"argv": argv, "env": env, "spec": spec, "net": net, "cgroup": cgroup}
-        socket.send_fds(conn, [json.dumps(request).encode()], [in_r, out_w, reply_fd])
+        socket.send_fds(conn, [json.dumps(request).encode()], [in_r, out_w, *extra_fds])
         reply = json.loads(conn.recv(4096) or b"{}")
         if type(reply.get("pid")) is not int:
-            raise OSError(f"the fork server did not start the worker: {reply.get('error', 'no answer')}")
+            raise OSError(f"the fork server did not start the process: {reply.get('error', 'no answer')}")
     except (OSError, ValueError):
         conn.close()
         for fd in mine:
