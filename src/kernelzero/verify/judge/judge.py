@@ -22,6 +22,7 @@ from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import POLICIES, Backend, Task, Verdict, from_dict, to_dict
 from kernelzero.verify.backends import BACKENDS, backend_module
 from kernelzero.verify.feedback import feedback_for
+from kernelzero.verify.judge import priority
 from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.correctness import correctness
 from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
@@ -363,9 +364,12 @@ class Judge:
             return self.verdict(status, "done", message, timing_note=note, policy_status=per)
         prime_inputs(self)  # drawn under the shared lease: the GPU is never held alone while inputs are made
         self.stage_s["gpu_shared"] = round(time.perf_counter() - self.lease_held_at, 4)  # then it lets go to time
-        with exclusive_gpu() as waited:
+        groups = priority.groups_of(worker.proc.pid, self.ref.worker.proc.pid)
+        with exclusive_gpu() as waited, priority.first(groups) as first:  # the serial window: CPU first (priority.py)
             held = time.perf_counter()
-            self.stage_s.update(gpu_excl_wait=round(waited, 4), gpu_excl_at=round(time.time(), 3))
+            self.stage_s.update(
+                gpu_excl_wait=round(waited, 4), gpu_excl_at=round(time.time(), 3), cpu_first=float(first)
+            )
             try:
                 return timed_comparison(self, worker)
             finally:

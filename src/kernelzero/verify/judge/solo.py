@@ -22,6 +22,7 @@ import torch
 
 from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Timing
+from kernelzero.verify.judge import priority
 from kernelzero.verify.judge.lease import exclusive_gpu, holding
 from kernelzero.verify.judge.timing_stage import _bytes_of, _draw, _reference_block, plan_calls, prime_inputs
 from kernelzero.verify.options import profile_of
@@ -108,7 +109,7 @@ def take_solo_reference(judge: Judge) -> None:
     with cache_lock(judge):
         judge.solo_ref = cached_solo(judge)  # timed by another judge while this one waited
         if judge.solo_ref is None:
-            with exclusive_gpu() as waited:
+            with exclusive_gpu() as waited, priority.first(priority.groups_of(judge.ref.worker.proc.pid)):
                 held = time.perf_counter()  # solo_excl: the GPU held alone (scripts/gate_stages.py sums it)
                 judge.solo_ref = solo_reference(judge, profile_of(judge.opts).host_check or judge.opts.confirming)
                 judge.stage_s.update(solo_excl_wait=round(waited, 4), solo_excl=round(time.perf_counter() - held, 4))
