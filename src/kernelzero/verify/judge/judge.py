@@ -26,7 +26,7 @@ from kernelzero.verify.judge import priority
 from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.correctness import correctness
 from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
-from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log
+from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log, probe_note
 from kernelzero.verify.judge.memory import GIB, judge_memory_lease
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.solo import take_solo_reference
@@ -303,9 +303,7 @@ class Judge:
                 self.stage_s["gpu_wait"] = round(waited, 4)
                 self.stage_s["gpu_lease_at"] = round(time.time(), 3)  # wall clock, to check leases never overlap
                 if probe_log:
-                    self.notes.append(
-                        f"the GPU passed a health probe after an earlier crash ({probe_log[-1][1]:.1f} s)"
-                    )
+                    self.notes.append(probe_note())
                 try:
                     verdict = self._with_lease(worker, started)
                 except WorkerDied:

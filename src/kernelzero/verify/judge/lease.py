@@ -59,9 +59,19 @@ def _probe_if_suspect(uuid: str) -> None:
         return
     result = probe_gpu(None, device="cuda-held")
     probe_log.append((result.ok, result.seconds, result.message))
+    if result.busy:  # no memory for the probe at this moment: nothing known of the GPU's health; the mark stays, so
+        return  # the next holder probes again (the H200 gate, 2026-12-03: five samples `infra_error` this way)
     if not result.ok:
         raise GpuUnhealthy(result.message)
     marker.unlink(missing_ok=True)
+
+
+def probe_note() -> str:
+    """A verdict's note on this process's last health probe."""
+    ok, took, said = probe_log[-1]
+    if ok:
+        return f"the GPU passed a health probe after an earlier crash ({took:.1f} s)"
+    return f"the GPU's health probe after an earlier crash was inconclusive ({said[:200]})"
 
 
 def lock_path(uuid: str) -> Path:

@@ -24,6 +24,7 @@ class ProbeResult:
     ok: bool
     seconds: float
     message: str  # what failed ('' when ok)
+    busy: bool = False  # inconclusive: no GPU memory for the probe (probe_child.BUSY); `ok` is False
 
 
 def probe_gpu(index: int | None, timeout_s: float = 120.0, device: str = "cuda") -> ProbeResult:
@@ -45,5 +46,7 @@ def probe_gpu(index: int | None, timeout_s: float = 120.0, device: str = "cuda")
     seconds = time.monotonic() - start
     if done.returncode == 0 and "probe ok" in done.stdout:
         return ProbeResult(True, seconds, "")
+    if done.returncode == 3 and "probe busy" in done.stdout:  # probe_child.BUSY (not imported: it imports the lease)
+        return ProbeResult(False, seconds, done.stdout.strip()[-300:], busy=True)
     tail = (done.stdout + done.stderr).strip()[-500:]
     return ProbeResult(False, seconds, f"probe exited with {done.returncode}: {tail}")

@@ -1,7 +1,8 @@
 """The GPU health probe's child process: `python -m kernelzero.verify.judge.probe_child DEVICE` (see probe.py).
 
 Allocates memory, runs a matrix product and an elementwise kernel, synchronises and compares with the CPU;
-prints `probe ok` when all agree. DEVICE: `cuda` (takes the GPU's lease first), `cuda-held` (the caller holds it)
+prints `probe ok` when all agree. Out of GPU memory (a fresh process needs a CUDA context and a few MiB, which a
+loaded GPU may not have at that moment) it prints `probe busy` and exits BUSY: inconclusive, not a failure. DEVICE: `cuda` (takes the GPU's lease first), `cuda-held` (the caller holds it)
 or `cpu` (the same checks on the CPU, how CI tests the mechanism).
 """
 
@@ -28,18 +29,27 @@ def _check(device: str) -> None:
         torch.cuda.synchronize()
 
 
+BUSY = 3  # exit status: the GPU had no memory for the probe (another tenant's), which says nothing of its health
+
+
 def main(argv: list[str]) -> int:
     device = argv[0] if argv else "cuda"
-    if device == "cuda-held":  # the caller holds the GPU's lease
-        _check("cuda")
-    elif device == "cuda":
-        import torch
+    try:
+        if device == "cuda-held":  # the caller holds the GPU's lease
+            _check("cuda")
+        elif device == "cuda":
+            import torch
 
-        torch.cuda.init()
-        with gpu_lease():
+            torch.cuda.init()
+            with gpu_lease():
+                _check(device)
+        else:
             _check(device)
-    else:
-        _check(device)
+    except Exception as exc:  # noqa: BLE001 - only an out-of-memory error is told apart; any other fails the probe
+        if not any(words in str(exc).lower() for words in ("out of memory", "can't allocate memory")):
+            raise
+        print(f"probe busy: {str(exc)[:200]}", flush=True)
+        return BUSY
     print("probe ok", flush=True)
     return 0
 
