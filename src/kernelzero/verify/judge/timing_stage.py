@@ -201,19 +201,26 @@ def interleaved(
     while done < calls:
         m = min(per_block, calls - done)
         warmup = judge.opts.warmup_calls if block == 0 else 1
+        began = time.perf_counter()  # where a block's time goes (blocks_draw/_ref/_cand/_check: bench/verify.md)
         sets = _draw(judge, warmup + m, fresh)
         audits = _draw(judge, min(AUDITS_PER_BLOCK, m), fresh)
+        judge.timed("blocks_draw", began)
         before = _audit_positions(warmup, m, len(audits))
         order = ("ref", "cand") if block % 4 in (0, 3) else ("cand", "ref")
         results = {}
         for side in order:
+            began = time.perf_counter()
             got = _reference_block(judge, sets, warmup, host_check, audits, before) if side == "ref" else None
             if side == "cand":
                 got = _candidate_block(judge, worker, sets, warmup, host_check, audits, before)
                 if isinstance(got, Verdict):
                     return got
             results[side] = got
+            judge.timed(f"blocks_{side}", began)
+        began = time.perf_counter()
         wrong = _check_outputs(judge, results["ref"][1], results["cand"][1], sets[warmup:] + audits)
+        judge.timed("blocks_check", began)
+        judge.stage_s["blocks"] = judge.stage_s.get("blocks", 0) + 1
         if wrong is not None:
             return wrong
         untimed = warmup + len(audits)  # calls inside the judge's clock but not in the reported times
