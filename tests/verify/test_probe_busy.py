@@ -47,3 +47,21 @@ def test_a_busy_probe_lets_the_holder_go_on_and_keeps_the_mark(tmp_path, monkeyp
         assert "bad" in str(exc)
     else:
         raise AssertionError("a failed probe did not raise")
+
+
+def test_a_probe_is_forked_by_the_fork_server_where_there_is_one(monkeypatch):
+    import os
+
+    import pytest
+
+    from kernelzero.verify.judge.probe import probe_gpu
+    from kernelzero.verify.sandbox import zygote_client
+
+    if os.geteuid() != 0:
+        pytest.skip("the fork server runs as root")
+    monkeypatch.setenv(zygote_client.SOCKET_ENV, zygote_client.address(wait_s=120))  # as a judge's environment has it
+    forked = probe_gpu(None, device="cpu")
+    assert forked.ok and forked.forked, forked
+    monkeypatch.setenv(zygote_client.SWITCH_ENV, "0")
+    cold = probe_gpu(None, device="cpu")
+    assert cold.ok and not cold.forked, cold

@@ -212,10 +212,12 @@ def test_a_forked_judge_whose_caller_goes_leaves_no_worker_and_no_folder(server,
     proc.stdout.close()
 
 
-def test_a_judge_request_that_is_not_launchs_is_refused(server):
+def test_a_judge_or_probe_request_that_is_not_theirs_is_refused(server):
     env = {zygote_client.SOCKET_ENV: server, "PATH": os.environ.get("PATH", "")}
     assert zygote_client.start_judge(["-c", "print(1)", "x"], env) is None  # not `--parent PID ...`
     assert zygote_client.start_judge(["--parent", "1"], env) is None  # no request or standby
+    assert zygote_client.start_trusted("probe", ["--help"], env) is None  # a probe's argv is its device alone
+    assert zygote_client.start_trusted("shell", ["-c", "id"], env) is None  # no such role (nor a worker's request)
 
 
 def _cmdline(pid: int) -> str:

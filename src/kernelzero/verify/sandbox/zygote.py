@@ -147,18 +147,18 @@ def _handle(conn: socket.socket, listener: socket.socket) -> None:
     data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
     try:
         request = json.loads(data)
-        judge = request.get("role") == "judge"
-        if len(fds) != (2 if judge else 3) or not _valid(request, judge):
+        trusted = request.get("role") in TRUSTED
+        if len(fds) != (2 if trusted else 3) or not _valid(request, trusted):
             raise ValueError(
-                "a request is JSON with argv, env and spec, and three descriptors (a judge's: role, argv from --parent, "
-                "env and cwd, and two descriptors)"
+                "a request is JSON with argv, env and spec, and three descriptors (a judge's or a probe's: role, the "
+                "entry point's own argv, env and cwd, and two descriptors)"
             )
         if request["env"].get("TRITON_INTERPRET") and "triton.language" in sys.modules:
             raise ValueError("this server imported Triton for the GPU: an interpreting process starts cold")
         pid = os.fork()
         if pid == 0:
             try:
-                (_outer_judge if judge else _outer)(conn, listener, request, fds)
+                (_outer_trusted if trusted else _outer)(conn, listener, request, fds)
             except BaseException:  # noqa: BLE001 - said where the worker's log goes, then the sample ends
                 traceback.print_exc()
             finally:
@@ -205,14 +205,23 @@ def _outer(conn: socket.socket, listener: socket.socket, request: dict, fds: lis
     _watch(conn, child, 0.0)
 
 
-def _valid(request: dict, judge: bool) -> bool:
+# The verifier's own processes a caller may have forked (unsandboxed, root, as their cold starts are): the entry
+# module of each role. A judge's argv is launch's (`--parent PID` and its own arguments); a probe's is its device.
+TRUSTED = {"judge": "kernelzero.verify.judge.launch", "probe": "kernelzero.verify.judge.probe_child"}
+PROBE_DEVICES = ("cuda", "cuda-held", "cpu")
+
+
+def _valid(request: dict, trusted: bool) -> bool:
     argv, env = request.get("argv"), request.get("env")
     if not isinstance(argv, list) or not isinstance(env, dict):
         return False
-    if not judge:
+    if not trusted:
         return True
-    # a judge runs launch.main only: `--parent PID` and its own arguments, from the caller's working folder
-    return len(argv) >= 3 and argv[0] == "--parent" and isinstance(request.get("cwd"), str)
+    if not isinstance(request.get("cwd"), str) or not all(isinstance(a, str) for a in argv):
+        return False
+    if request["role"] == "probe":
+        return len(argv) == 1 and argv[0] in PROBE_DEVICES
+    return len(argv) >= 3 and argv[0] == "--parent"
 
 
 def _watch(conn: socket.socket, child: int, grace_s: float) -> None:
@@ -241,12 +250,12 @@ def _watch(conn: socket.socket, child: int, grace_s: float) -> None:
             os._exit(0)
 
 
-JUDGE_GRACE_S = 60.0  # a judge whose caller went has this long for its teardown
+JUDGE_GRACE_S = 60.0  # a judge (or a probe) whose caller went has this long for its teardown
 
 
-def _outer_judge(conn: socket.socket, listener: socket.socket, request: dict, fds: list[int]) -> None:
-    """A judge's outer process: no sandbox (the judge is the verifier's own side, root, as a cold judge is), its own
-    session (the caller kills the group), the judge forked as its child, whose death signal follows this process."""
+def _outer_trusted(conn: socket.socket, listener: socket.socket, request: dict, fds: list[int]) -> None:
+    """A judge's or a probe's outer process: no sandbox (the verifier's own side, root, as a cold start is), its own
+    session (the caller kills the group), the process forked as its child, whose death signal follows this one."""
     listener.close()
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -255,7 +264,7 @@ def _outer_judge(conn: socket.socket, listener: socket.socket, request: dict, fd
     os.setsid()
     child = os.fork()
     if child == 0:
-        _judge(request, fds)
+        _trusted(request, fds)
     for fd in fds:
         os.close(fd)
     _reply(conn, {"pid": os.getpid()})
@@ -265,24 +274,24 @@ def _outer_judge(conn: socket.socket, listener: socket.socket, request: dict, fd
 FORKED_JUDGE = False  # True in a judge this server forked (the verdict says so: judge.Judge._cpu_seconds)
 
 
-def _judge(request: dict, fds: list[int]) -> None:
-    """The judge (`python -m kernelzero.verify.judge.launch` with the request's argv, environment and folder), forked
-    instead of started: its caller is its death signal's subject through this outer process. Never returns."""
+def _trusted(request: dict, fds: list[int]) -> None:
+    """`python -m <TRUSTED[role]>` with the request's argv, environment and folder, forked instead of started. A
+    judge's caller is its death signal's subject through this outer process. Never returns."""
     code = 1
     try:
         _reset_signals()
-        argv = [str(a) for a in request["argv"]]
-        _set_cmdline(["python", "-m", "kernelzero.verify.judge.launch", *argv])  # names its caller, as a cold one
-        argv[1] = str(os.getppid())  # launch.die_with_parent: the outer process stands for the caller
+        module, argv = TRUSTED[request["role"]], list(request["argv"])
+        _set_cmdline(["python", "-m", module, *argv])  # as a cold one's (a judge's names its caller)
+        if request["role"] == "judge":
+            argv[1] = str(os.getppid())  # launch.die_with_parent: the outer process stands for the caller
         for target, fd in ((0, fds[0]), (1, fds[1]), (2, fds[1])):
             os.dup2(fd, target)
         os.closerange(3, _max_fd())
         os.chdir(request["cwd"])
         _become({**request, "argv": argv})
-        importlib.import_module("kernelzero.verify.sandbox.zygote").FORKED_JUDGE = True  # (this module is __main__)
-        from kernelzero.verify.judge.launch import main
-
-        code = main(argv)
+        if request["role"] == "judge":  # (this module is __main__ here: the flag goes to the importable one)
+            importlib.import_module("kernelzero.verify.sandbox.zygote").FORKED_JUDGE = True
+        code = importlib.import_module(module).main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - the judge's own failure: its traceback goes to its output

@@ -176,7 +176,13 @@ def start_judge(argv: list[str], env: dict[str, str], keep_stdin: bool = False):
     interpreter's start and torch's import. None when the server cannot start it (the caller starts it cold). Its
     stdin is a pipe, closed at once unless `keep_stdin` (a standby reads its request there); its output (stdout and
     stderr) is `stdout`."""
-    request = {"role": "judge", "argv": argv, "env": env, "cwd": os.getcwd()}
+    return start_trusted("judge", argv, env, keep_stdin)
+
+
+def start_trusted(role: str, argv: list[str], env: dict[str, str], keep_stdin: bool = False):
+    """A verifier process of `role` (zygote.TRUSTED: `judge`, `probe`) forked by the server `env` names, as
+    `start_judge` says; None when the server cannot start it."""
+    request = {"role": role, "argv": argv, "env": env, "cwd": os.getcwd()}
     proc = _ask(env.get(SOCKET_ENV, ""), request, [])
     if proc is not None and not keep_stdin:
         proc.stdin.close()
