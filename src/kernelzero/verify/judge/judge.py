@@ -33,8 +33,8 @@ from kernelzero.verify.judge.solo import take_solo_reference
 from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.judge.timing_stage import prime_inputs, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
+from kernelzero.verify.sandbox import cuda_ipc
 from kernelzero.verify.sandbox.channel import cpu_seconds
-from kernelzero.verify.sandbox.cuda_ipc import IpcOutOfMemory
 from kernelzero.verify.sandbox.process import plan_for, scratch_folder
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
 from kernelzero.verify.verdicts import candidate_hash, versions
@@ -212,7 +212,9 @@ class Judge:
         workers = (("ref", self.ref.worker), ("cand", started.worker))
         forked = {f"forked_{role}": float(w.forked) for role, w in workers}  # 1.0: started by the fork server
         by_command = {f"cpu_s_{role}_{cmd}": round(s, 3) for role, w in workers for cmd, s in w.cpu_by_cmd.items()}
-        return own | forked | {f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in workers} | by_command
+        ipc = {f"ipc_judge_{k}": round(s, 4) for k, s in cuda_ipc.SECONDS.items()}  # wall seconds in IPC work
+        ipc |= {f"ipc_{role}_{k}": round(s, 4) for role, w in workers for k, s in w.ipc_s.items()}
+        return own | forked | ipc | {f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in workers} | by_command
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
@@ -389,8 +391,8 @@ def judge_request(
         return {"verdict": to_dict(verdict)}
     except RetryAlone as exc:  # judge/faults.py: the caller verifies again, alone on the GPU
         return {"retry_alone": str(exc)}
-    except (torch.OutOfMemoryError, IpcOutOfMemory) as exc:  # the judge's own GPU memory (its tensors or the arenas
-        # it lends): another tenant's doing, or retried alone
+    except (torch.OutOfMemoryError, cuda_ipc.IpcOutOfMemory) as exc:  # the judge's own GPU memory (its tensors,
+        # the arenas it lends): another tenant's doing, or retried alone
         return {"retry_alone": f"the judge ran out of GPU memory: {str(exc)[:300]}"}
     except ValueError as exc:
         if started is not None:

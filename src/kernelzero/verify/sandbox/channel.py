@@ -35,6 +35,7 @@ import pickle
 import re
 import stat
 import struct
+import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ DTYPE_NAMES = (
     "complex128",
 )
 MAX_FRAME = 1 << 36  # 64 GiB: a sanity bound, not a memory limit
+IPC_KINDS = ("alloc", "open", "close", "copy")  # cuda_ipc.SECONDS's keys, the only ones a reply's `_ipc_s` may carry
 FILE_MIN_BYTES = 1 << 20  # tensors at least this large go through the transfer folder when there is one
 _FILE_NAME = re.compile(r"\d{1,9}\.bin")
 _out: dict[str, Any] = {"dir": None, "seq": 0, "ipc": False, "exporter": None}  # the worker's side of send_msg
@@ -232,6 +234,14 @@ def cpu_seconds() -> float:
     return sum(os.times()[:4])
 
 
+def _ipc_seconds() -> dict[str, dict[str, float]]:
+    """This process's seconds in CUDA IPC work by kind (cuda_ipc.SECONDS), as `_ipc_s`, once it has done any: a
+    diagnosis of the timing window's cost only (the candidate's process can write it)."""
+    ipc = sys.modules.get("kernelzero.verify.sandbox.cuda_ipc")
+    spent = getattr(ipc, "SECONDS", None)
+    return {"_ipc_s": {k: round(v, 4) for k, v in spent.items()}} if spent else {}
+
+
 def _gpu_peak() -> dict[str, int]:
     """This process's GPU memory high-water mark (PyTorch's reserved peak plus the IPC export allocation), as
     `_gpu_peak` in every reply once CUDA is initialised: the judge records it per command, a diagnosis of the memory
@@ -273,7 +283,7 @@ def send_msg(fd: Any, header: dict[str, Any], tensors: list[torch.Tensor] = ()) 
             t.reshape(-1).view(torch.uint8).numpy().tofile(os.path.join(_out["dir"], name))
             spec.append(name)
         specs.append(spec)
-    header = {**header, "_tensors": specs, **_gpu_peak(), "_cpu_s": round(cpu_seconds(), 3)}
+    header = {**header, "_tensors": specs, **_gpu_peak(), "_cpu_s": round(cpu_seconds(), 3), **_ipc_seconds()}
     if isinstance(fd, int):
         _write_frame(fd, json.dumps(header).encode())
         raw = functools.partial(_write_frame, fd)

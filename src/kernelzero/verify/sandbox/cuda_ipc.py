@@ -29,12 +29,21 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 from dataclasses import dataclass
 
 import torch
 
 ALIGN = 256
 HANDLE_BYTES = 64
+# This process's wall seconds in IPC work by kind (alloc: cuMemAlloc and its handle; open, close: mapping another
+# process's handle; copy: copies into or out of shared allocations and their synchronise). A diagnosis only: a worker
+# sends its own as `_ipc_s` with each reply, the judge records both in a verdict's stage seconds (`ipc_<role>_<kind>`).
+SECONDS: dict[str, float] = {}
+
+
+def _spent(kind: str, began: float) -> None:
+    SECONDS[kind] = SECONDS.get(kind, 0.0) + time.perf_counter() - began
 
 
 class IpcError(RuntimeError):
@@ -124,13 +133,14 @@ def _aligned(n: int) -> int:
 
 def _pack(alloc: _Allocation, tensors: list[torch.Tensor]) -> list[tuple[int, torch.Tensor]]:
     """Copy `tensors` one after the other (aligned) into `alloc`; (offset, the copy) for each."""
-    out, offset = [], 0
+    out, offset, began = [], 0, time.perf_counter()
     for t in tensors:
         region = alloc.bytes[offset : offset + t.nbytes].view(t.dtype).view(t.shape)
         region.copy_(t.detach())
         out.append((offset, region))
         offset += _aligned(t.nbytes)
     torch.cuda.synchronize()
+    _spent("copy", began)
     return out
 
 
@@ -143,6 +153,7 @@ class _Allocation:
 
     def __init__(self, nbytes: int):
         _ensure_context()
+        began = time.perf_counter()
         lib, ptr = _driver(), ctypes.c_uint64()
         _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, ALIGN)), f"cuMemAlloc({nbytes})")
         self.ptr, self.size = ptr.value, max(nbytes, ALIGN)
@@ -150,6 +161,7 @@ class _Allocation:
         _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), self.ptr), "cuIpcGetMemHandle")
         self.handle = bytes(bytearray(handle.reserved))
         self.bytes = view_bytes(self.ptr, self.size)
+        _spent("alloc", began)
 
     def free(self) -> None:
         self.bytes = None
@@ -226,9 +238,10 @@ def open_lent(t: IpcTensor) -> torch.Tensor:
     """Worker side: the judge's tensor, viewed in place (the judge compares it after the call)."""
     if t.handle not in _opened:
         _ensure_context()
-        ptr = ctypes.c_uint64()
+        ptr, began = ctypes.c_uint64(), time.perf_counter()
         _check(_driver().kz_open(ctypes.byref(ptr), _Handle.of(t.handle), 1), "cuIpcOpenMemHandle")
         _opened[t.handle] = ptr.value
+        _spent("open", began)
     dtype = getattr(torch, t.dtype)
     numel = math.prod(t.shape)
     raw = (
@@ -248,7 +261,7 @@ def fetch(refs: list[IpcRef]) -> list[torch.Tensor]:
     try:
         for ref in refs:
             if ref.handle not in mapped:
-                ptr, base, size = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_size_t()
+                ptr, base, size, began = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_size_t(), time.perf_counter()
                 _check(
                     lib.kz_open(ctypes.byref(ptr), _Handle.of(ref.handle), 1), "opening the candidate's memory handle"
                 )
@@ -258,7 +271,8 @@ def fetch(refs: list[IpcRef]) -> list[torch.Tensor]:
                     "cuMemGetAddressRange",
                 )
                 mapped[ref.handle] = (ptr.value, size.value - (ptr.value - base.value))
-            ptr, size = mapped[ref.handle]
+                _spent("open", began)
+            ptr, size, began = *mapped[ref.handle], time.perf_counter()
             if ref.offset < 0 or ref.offset + ref.nbytes > size:
                 raise IpcError(
                     f"tensor at offset {ref.offset} of {ref.nbytes} bytes lies outside the {size}-byte allocation"
@@ -273,8 +287,13 @@ def fetch(refs: list[IpcRef]) -> list[torch.Tensor]:
                 if ref.nbytes
                 else torch.empty(ref.shape, dtype=ref.dtype, device="cuda")
             )
+            _spent("copy", began)
+        began = time.perf_counter()
         _check(lib.cuCtxSynchronize(), "cuCtxSynchronize")
+        _spent("copy", began)
     finally:
+        began = time.perf_counter()
         for ptr, _ in mapped.values():
             lib.cuIpcCloseMemHandle(ptr)
+        _spent("close", began)
     return out

@@ -28,7 +28,7 @@ from typing import Any
 
 from kernelzero.verify.sandbox import box, safe_fs, zygote_client
 from kernelzero.verify.sandbox.cgroup import MemoryCgroup
-from kernelzero.verify.sandbox.channel import ChannelError, FileSink, recv_msg, send_obj
+from kernelzero.verify.sandbox.channel import IPC_KINDS, ChannelError, FileSink, recv_msg, send_obj
 from kernelzero.verify.sandbox.channel_auth import Authenticator, ForgedReply
 from kernelzero.verify.sandbox.process import (
     SandboxPlan,
@@ -85,6 +85,7 @@ class WorkerProcess:
         self.peak_rss = 0
         self.last_cmd = ""  # the last command sent, and the GPU high-water mark each command's reply reported
         self.gpu_peaks: dict[str, int] = {}  # (a diagnosis of the memory lease: channel._gpu_peak)
+        self.ipc_s: dict[str, float] = {}  # its seconds in CUDA IPC work by kind, as its last reply said
         self.cpu_s = 0.0  # the process's CPU seconds (itself and its reaped children) as its last reply said
         self.cpu_by_cmd: dict[
             str, float
@@ -203,24 +204,25 @@ class WorkerProcess:
                 )
             if isinstance(item, Exception):
                 raise self._death(f"the candidate's process ended during {what} without a result")
-            now = item[0].pop("_gpu_now", None) if isinstance(item[0], dict) else None
-            # (command, allocated, reserved, export) bytes; the candidate's process writes these: integers or nothing
-            if (
-                isinstance(now, list)
-                and len(now) == 3
-                and all(type(x) is int for x in now)
-                and len(self.gpu_trace) < 200
-            ):
-                self.gpu_trace.append((self.last_cmd, *now))
-            cpu = item[0].pop("_cpu_s", None) if isinstance(item[0], dict) else None
-            if type(cpu) in (int, float) and cpu > self.cpu_s:  # a diagnosis of throughput only (its own words)
-                cmd = self.last_cmd or "start"
-                self.cpu_by_cmd[cmd] = round(self.cpu_by_cmd.get(cmd, 0.0) + cpu - self.cpu_s, 3)
-                self.cpu_s = float(cpu)
-            peak = item[0].pop("_gpu_peak", None) if isinstance(item[0], dict) else None
-            if type(peak) is int and peak > self.gpu_peaks.get(self.last_cmd, -1):
-                self.gpu_peaks[self.last_cmd] = peak
+            self._note(item[0])
             return self._fetch_gpu(item, what)
+
+    def _note(self, header: Any) -> None:
+        """Pop a reply's diagnosis (GPU memory now and at its peak, CPU and IPC seconds) into this record. The
+        candidate's process writes these: numbers of the expected types or nothing, and nothing is decided by them."""
+        if not isinstance(header, dict):
+            return
+        now, cpu, ipc, peak = (header.pop(k, None) for k in ("_gpu_now", "_cpu_s", "_ipc_s", "_gpu_peak"))
+        if isinstance(now, list) and len(now) == 3 and all(type(x) is int for x in now) and len(self.gpu_trace) < 200:
+            self.gpu_trace.append((self.last_cmd, *now))  # (command, allocated, reserved, export) bytes
+        if type(cpu) in (int, float) and cpu > self.cpu_s:
+            cmd = self.last_cmd or "start"
+            self.cpu_by_cmd[cmd] = round(self.cpu_by_cmd.get(cmd, 0.0) + cpu - self.cpu_s, 3)
+            self.cpu_s = float(cpu)
+        if isinstance(ipc, dict):
+            self.ipc_s = {k: float(v) for k, v in ipc.items() if k in IPC_KINDS and type(v) in (int, float)}
+        if type(peak) is int and peak > self.gpu_peaks.get(self.last_cmd, -1):
+            self.gpu_peaks[self.last_cmd] = peak
 
     def _fetch_gpu(self, item: tuple[dict[str, Any], list], what: str) -> tuple[dict[str, Any], list]:
         """Copy tensors the worker lent through CUDA IPC into the judge's memory (this thread has the context)."""
