@@ -96,7 +96,7 @@ def _child(handle: bytes, offset: int):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_lent_inputs_and_exported_outputs_cross_processes():
-    from kernelzero.verify.sandbox.cuda_ipc import Arena, IpcError, IpcRef, fetch
+    from kernelzero.verify.sandbox.cuda_ipc import Arena, IpcError, IpcRef, close_mapped, fetch
 
     arena = Arena()
     pad = torch.zeros(100, device="cuda")  # a first tensor, so the probed one sits at an offset
@@ -116,6 +116,15 @@ def test_lent_inputs_and_exported_outputs_cross_processes():
             fetch([IpcRef(b"\x01" * 64, 0, 4096, torch.float32, (1024,))])
         (again,) = fetch([ref])  # a failed fetch left nothing open that blocks the next
         assert torch.equal(again, x * 2)
+        mapped: dict = {}  # a judge's cache for one worker: the handle stays open across replies, closed on demand
+        assert torch.equal(fetch([ref], mapped)[0], x * 2) and list(mapped) == [ref.handle]
+        assert torch.equal(fetch([ref], mapped)[0], x * 2) and list(mapped) == [ref.handle]
+        with pytest.raises(IpcError, match="outside"):  # a bad range closes what the cache held
+            fetch([IpcRef(ref.handle, 1 << 30, 4096, torch.float32, (1024,))], mapped)
+        assert mapped == {}
+        fetch([ref], mapped)
+        close_mapped(mapped)
+        assert mapped == {} and torch.equal(fetch([ref])[0], x * 2)
     finally:
         proc.communicate("\n", timeout=30)
         arena.free()

@@ -250,9 +250,7 @@ def _gpu_peak() -> dict[str, int]:
 
     if not torch.cuda.is_initialized():
         return {}
-    exporter = _out.get("exporter")
-    alloc = getattr(exporter, "alloc", None)
-    extra = int(getattr(alloc, "size", 0) or 0)
+    extra = int(getattr(_out.get("exporter"), "size", 0) or 0)
     return {
         "_gpu_peak": int(torch.cuda.max_memory_reserved()) + extra,
         "_gpu_now": [int(torch.cuda.memory_allocated()), int(torch.cuda.memory_reserved()), extra],

@@ -218,16 +218,23 @@ class Arena:
 
 
 class Exporter:
-    """Worker side: outputs copied into one allocation the judge may map; it grows when needed."""
+    """Worker side: outputs copied into one allocation the judge may map. When a reply needs more, a new one at least
+    twice as large takes over and the old one stays allocated until the process exits: the judge keeps its mappings
+    open across replies (`fetch` with a cache), and freeing memory another process still maps is undefined."""
 
     def __init__(self):
         self.alloc: _Allocation | None = None
+        self.spent: list[_Allocation] = []
+
+    @property
+    def size(self) -> int:  # every byte this exporter holds (a diagnosis of GPU memory: channel._gpu_peak)
+        return sum(a.size for a in [self.alloc, *self.spent] if a is not None)
 
     def export(self, tensors: list[torch.Tensor]) -> list[dict]:
         if self.alloc is None or self.alloc.size < _need(tensors):
             if self.alloc is not None:
-                self.alloc.free()  # the judge closed its mapping before sending the command we answer
-            self.alloc = _Allocation(_need(tensors))
+                self.spent.append(self.alloc)
+            self.alloc = _Allocation(max(_need(tensors), 2 * (self.alloc.size if self.alloc else 0)))
         return [{"ipc": self.alloc.handle.hex(), "offset": offset} for offset, _ in _pack(self.alloc, tensors)]
 
 
@@ -252,26 +259,26 @@ def open_lent(t: IpcTensor) -> torch.Tensor:
     return raw.view(dtype).view(t.shape)
 
 
-def fetch(refs: list[IpcRef]) -> list[torch.Tensor]:
-    """Judge side: the worker's tensors as the judge's own copies; each handle opened, checked, closed."""
+MAX_MAPPED = 8  # handles a judge keeps open per worker; past that it closes them all and opens anew
+
+
+def fetch(refs: list[IpcRef], mapped: dict[bytes, tuple[int, int]] | None = None) -> list[torch.Tensor]:
+    """Judge side: the worker's tensors as the judge's own copies, each announced range checked against its mapped
+    allocation. `mapped` (handle -> (pointer, bytes from it)), kept by the caller for one worker: handles stay open
+    across replies and are closed by `close_mapped` once the worker is gone (opening and closing a handle are driver
+    calls that queue behind every other process's on the GPU: inside a timing block, under the H200 gate's load, they
+    cost more than the block's kernels). Without it, each handle is opened, used and closed here."""
     _ensure_context()
     lib = _driver()
     out: list[torch.Tensor] = []
-    mapped: dict[bytes, tuple[int, int]] = {}
+    own_map = mapped is None
+    mapped = {} if mapped is None else mapped
+    if len(mapped) > MAX_MAPPED:  # a worker that sends a new handle every reply: keep the number of mappings bounded
+        close_mapped(mapped)
     try:
         for ref in refs:
             if ref.handle not in mapped:
-                ptr, base, size, began = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_size_t(), time.perf_counter()
-                _check(
-                    lib.kz_open(ctypes.byref(ptr), _Handle.of(ref.handle), 1), "opening the candidate's memory handle"
-                )
-                mapped[ref.handle] = (ptr.value, 0)
-                _check(
-                    lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value),
-                    "cuMemGetAddressRange",
-                )
-                mapped[ref.handle] = (ptr.value, size.value - (ptr.value - base.value))
-                _spent("open", began)
+                mapped[ref.handle] = _open_checked(lib, ref.handle)
             ptr, size, began = *mapped[ref.handle], time.perf_counter()
             if ref.offset < 0 or ref.offset + ref.nbytes > size:
                 raise IpcError(
@@ -291,9 +298,33 @@ def fetch(refs: list[IpcRef]) -> list[torch.Tensor]:
         began = time.perf_counter()
         _check(lib.cuCtxSynchronize(), "cuCtxSynchronize")
         _spent("copy", began)
-    finally:
-        began = time.perf_counter()
-        for ptr, _ in mapped.values():
-            lib.cuIpcCloseMemHandle(ptr)
-        _spent("close", began)
+    except BaseException:
+        close_mapped(mapped)  # a bad handle or range: nothing of this worker's stays mapped
+        raise
+    if own_map:
+        close_mapped(mapped)
     return out
+
+
+def _open_checked(lib: ctypes.CDLL, handle: bytes) -> tuple[int, int]:
+    """(pointer, bytes from it to the allocation's end) of a worker's handle, mapped into this process."""
+    ptr, base, size, began = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_size_t(), time.perf_counter()
+    _check(lib.kz_open(ctypes.byref(ptr), _Handle.of(handle), 1), "opening the candidate's memory handle")
+    try:
+        _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value), "cuMemGetAddressRange")
+    except IpcError:
+        lib.cuIpcCloseMemHandle(ptr.value)
+        raise
+    _spent("open", began)
+    return ptr.value, size.value - (ptr.value - base.value)
+
+
+def close_mapped(mapped: dict[bytes, tuple[int, int]]) -> None:
+    """Close every handle in `mapped` (a worker's, kept by `fetch`) and forget them."""
+    if not mapped:
+        return
+    began, lib = time.perf_counter(), _driver()
+    for ptr, _ in mapped.values():
+        lib.cuIpcCloseMemHandle(ptr)
+    mapped.clear()
+    _spent("close", began)

@@ -86,10 +86,9 @@ class WorkerProcess:
         self.last_cmd = ""  # the last command sent, and the GPU high-water mark each command's reply reported
         self.gpu_peaks: dict[str, int] = {}  # (a diagnosis of the memory lease: channel._gpu_peak)
         self.ipc_s: dict[str, float] = {}  # its seconds in CUDA IPC work by kind, as its last reply said
+        self.mapped: dict = {}  # its export handles this judge holds open (cuda_ipc.fetch), closed in close()
         self.cpu_s = 0.0  # the process's CPU seconds (itself and its reaped children) as its last reply said
-        self.cpu_by_cmd: dict[
-            str, float
-        ] = {}  # those seconds by the command whose reply reported them ("start": first)
+        self.cpu_by_cmd: dict[str, float] = {}  # those seconds by the command whose reply said them ("start")
         self.gpu_trace: list[tuple] = []  # each reply's GPU memory, for KZ_GPU_TRACE (judge.Judge._gpu_peaks)
         threading.Thread(target=self._reader, args=(self.rfd,), daemon=True).start()
 
@@ -236,7 +235,7 @@ class WorkerProcess:
             return item
 
         try:
-            own = fetch([tensors[i] for i in refs])
+            own = fetch([tensors[i] for i in refs], self.mapped)
         except IpcError as exc:
             if self.probing:  # the IPC check's own probe: IPC goes off, the worker (no candidate code yet) stays
                 raise
@@ -333,7 +332,9 @@ class WorkerProcess:
         if self.folder_fd is not None:
             os.close(self.folder_fd)
             self.folder_fd = None
-        arenas = (self.sink.arena, self.spent_arena)  # the worker is gone: nothing maps them any more
+        if self.mapped:  # the worker is gone: its memory is unmapped here, and the arenas it mapped are freed
+            sys.modules["kernelzero.verify.sandbox.cuda_ipc"].close_mapped(self.mapped)  # imported by _fetch_gpu
+        arenas = (self.sink.arena, self.spent_arena)
         self.sink.arena = self.spent_arena = None
         for arena in arenas:
             if arena is not None:
