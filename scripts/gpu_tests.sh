@@ -9,8 +9,10 @@
 # verdict with its stage times), gpu_monitor.log (memory, processes and the lease ledger every 20 s), gpu_tests.log.
 # First seconds: the wheels are installed into KZ_GATE_SITE (default /tmp/kz-gate-site, put first on PYTHONPATH)
 # and every listed package must import at its version, else the script stops naming it (exit 2).
-# Knobs: KZ_TEST_JOBS (xdist workers, default nproc: GPU memory is divided by the verifier's memory lease, which every
-# verification waits for, not by a worker count), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
+# Knobs: KZ_TEST_JOBS (xdist workers, default 8: GPU memory is divided by the verifier's memory lease, which every
+# verification waits for; the worker count bounds the processes on the GPU, about six per worker with its standby
+# judge. On the H200 at 585db01, 16 workers kept about 95 processes on the GPU, a CUDA context took a median 11 s to
+# make and 127 tests finished in the main phase; 8 workers finished 340 of 343 in the same 313 s), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
 # KZ_GPU_TEST_MAX_INPUT_MIB, KZ_STANDBY and KZ_GATE_EXCL_S (see below), KZ_GATE_ARGS (more pytest arguments, split on spaces:
 # `-k cheat_rejected` for a part of the gate, `-k (a)or(b)` for several; a part is a
 # diagnosis, never the gate), KZ_GATE_RESUME (a gpu_table.md of an earlier run on the same commit: the tests it shows
@@ -27,7 +29,7 @@ export PYTHONUNBUFFERED=1 KZ_TIMING_BUDGET_S="${KZ_TIMING_BUDGET_S:-0.05}" PYTHO
 export KZ_VERDICT_LOG="$out/gpu_verdicts.jsonl"  # every verify() verdict, stage times included (verify/api.py)
 # One input set of a fixture's or cheat's task at most this large (tests/verify/fixtures.py gpu_sized): at bench sizes
 # 16 verifications side by side waited a median 73 s for GPU memory (H200, 2026-12-02); 0 keeps the bench sizes.
-export KZ_GPU_TEST_MAX_INPUT_MIB="${KZ_GPU_TEST_MAX_INPUT_MIB:-128}"
+export KZ_GPU_TEST_MAX_INPUT_MIB="${KZ_GPU_TEST_MAX_INPUT_MIB:-32}"
 [ "$KZ_GPU_TEST_MAX_INPUT_MIB" = 0 ] && unset KZ_GPU_TEST_MAX_INPUT_MIB
 # One solo-reference timing per task for the whole run (tests/verify/fixtures.py gate_options): timing the reference
 # alone holds the whole GPU, and at 740daf5 it was 343 s of 2,330 s of verification, plus the waits it caused.
@@ -90,14 +92,14 @@ if [ -n "${KZ_GATE_RESUME:-}" ]; then
   echo "resuming: the tests passed in $KZ_GATE_RESUME are left out ($(grep -c ' | passed | ' "$KZ_GATE_RESUME") rows)" |
     tee -a "$table"
 fi
-jobs="${KZ_TEST_JOBS:-$(nproc)}"
+jobs="${KZ_TEST_JOBS:-8}"
 left=$((wall - SECONDS))
 echo "pytest: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, $left s in all;" \
   "table: $table"
 # Tests marked gpu_exclusive hold GPU memory outside the leases (a foreign tenant) or most of the GPU (8 x 20 GB): they
-# run after the rest, one at a time, in the last KZ_GATE_EXCL_S seconds (default 120).
+# run after the rest, one at a time, in the last KZ_GATE_EXCL_S seconds (default 80; they took 54-100 s on the H200).
 excl=$(grep -c "mark.gpu_exclusive" tests/verify/test_memory_lease.py)
-excl_s="${KZ_GATE_EXCL_S:-120}"
+excl_s="${KZ_GATE_EXCL_S:-80}"
 PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$((left - excl_s * (excl > 0)))" python3 -m pytest -p gpu_table \
   -p no:cacheprovider -q -rfE -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
   --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" -m "not gpu_exclusive" \

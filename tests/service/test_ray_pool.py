@@ -35,6 +35,9 @@ def test_ray_backend(tmp_path, monkeypatch):
     # cold judges in the actors (they take this environment): the killer below must hit the judge of the job, not a
     # standby started ahead for the next one (the GPU gate sets KZ_STANDBY)
     monkeypatch.setenv("KZ_STANDBY", "0")
+    # and their own fork server: with the gate's shared one (KZ_ZYGOTE_SOCKET) a judge is no descendant of its actor, and
+    # the killer below found none to kill (H200 gate, 2026-12-04)
+    monkeypatch.delenv("KZ_ZYGOTE_SOCKET", raising=False)
     # started here, so verify_many_ray must leave it running
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:

@@ -204,7 +204,7 @@ SCALES = (0.5, 0.25, 0.125, 0.0625, 0.03125)
 
 def gpu_sized(task):
     """`task` as a GPU test verifies it: its bench sizes, unless KZ_GPU_TEST_MAX_INPUT_MIB is set (scripts/gpu_tests.sh
-    sets 128) and one input set is larger than that; then its size globals are scaled down (`resize(scale=...)`, by
+    sets 32) and one input set is larger than that; then its size globals are scaled down (`resize(scale=...)`, by
     halves) until the set fits. Why: at bench sizes one kz-basic verification holds 17-34 GB of GPU memory over its
     three processes (measured on the H200, 2026-12-02), so 16 side by side waited on the memory lease for a median 73
     s and the gate finished 80 of 342 tests in 470 s. Most statuses do not depend on size; a cheat whose status needs
