@@ -175,3 +175,21 @@ def test_a_driver_allocation_without_memory_is_out_of_memory_not_a_broken_channe
     }
     answer = judge_module.judge_request(request)
     assert "CUDA_ERROR_OUT_OF_MEMORY" in answer["retry_alone"] and "error" not in answer
+
+
+def test_a_replys_diagnosis_is_kept_only_as_numbers_under_known_names():
+    """A reply's `_ipc_s`, `_cpu_s`, `_gpu_now` and `_gpu_peak` are the candidate's own words: the judge pops them
+    from the header, keeps numbers under the kinds it knows, and drops the rest (they decide nothing)."""
+    from types import SimpleNamespace
+
+    from kernelzero.verify.sandbox.worker_process import WorkerProcess
+
+    w = SimpleNamespace(gpu_trace=[], cpu_s=0.0, cpu_by_cmd={}, ipc_s={}, gpu_peaks={}, last_cmd="time")
+    header = {"ok": True, "_ipc_s": {"open": 0.5, "copy": "x", "evil": 3}, "_cpu_s": 1.5, "_gpu_now": [1, 2, 3]}
+    WorkerProcess._note(w, header | {"_gpu_peak": 7})
+    WorkerProcess._note(w, header)
+    assert w.ipc_s == {"open": 0.5} and w.cpu_by_cmd == {"time": 1.5} and w.gpu_peaks == {"time": 7}
+    assert w.gpu_trace == [("time", 1, 2, 3)] * 2
+    assert header == {"ok": True}  # popped from the header the judge reads
+    WorkerProcess._note(w, {"_ipc_s": "nonsense", "_cpu_s": "1e9", "_gpu_now": [1, "2", 3], "_gpu_peak": 1.5})
+    assert w.ipc_s == {"open": 0.5} and w.cpu_s == 1.5 and len(w.gpu_trace) == 2 and w.gpu_peaks == {"time": 7}
