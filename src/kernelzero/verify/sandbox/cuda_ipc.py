@@ -15,9 +15,10 @@ Who owns what, and why it stays safe:
   still maps is undefined behaviour in CUDA.
 - Worker -> judge: the worker copies its outputs into an `Exporter` allocation and sends its handle
   with offsets. The judge treats that as untrusted data: it opens the handle, checks each announced
-  range lies inside the mapped allocation (`cuMemGetAddressRange`), copies the bytes into a tensor of
-  its own and closes the handle before it sends anything else. It never runs code from the candidate
-  and never keeps memory the candidate can write to.
+  range lies inside the mapped allocation (`cuMemGetAddressRange`) and copies the bytes into a tensor of
+  its own before it sends anything else. The mapping stays open for the worker's next replies (closed
+  when the worker is closed, or on a bad range), so the worker never frees an export allocation while it
+  lives. The judge never runs code from the candidate and never uses the mapped memory but to copy from.
 
 Records: `IpcTensor` (judge -> worker, pickled by the judge), `IpcRef` (worker -> judge, parsed from
 JSON by channel.py). Uses the CUDA driver API through ctypes (libcuda.so.1, present wherever a CUDA GPU
