@@ -11,8 +11,14 @@ A test skipped because a module is missing (`could not import 'fastapi'`, `No mo
 installed`) is written `skipped (missing package)` and fails the run: the gate carries every package it needs.
 
 `--gate-all PATH` (repeatable): keep only the tests marked `gpu` and every test under one of these paths (the
-service, Ray and Helion tests, which run on the GPU machine too although most of them need no GPU), the slowest
-(SLOW_FIRST) first.
+service, Ray and Helion tests, which run on the GPU machine too although most of them need no GPU).
+
+`--gate-durations FILE` (scripts/gate_durations.json: a test cell -> seconds, from earlier gates' tables:
+`python3 scripts/gpu_table.py durations TABLE... > FILE`): the longest tests first (`gate_order`), a test the file
+does not know counted as long as the longest, and xdist's scheduler set to hand out one test at a time
+(`maxschedchunk`). Why: xdist's default first hands each worker a run of ten consecutive tests, and at a451387
+(H200, 2026-12-04) one worker got the ten slowest (nvcc builds, the bench-size check) in a row: 335 of 343 tests
+passed in the main phase, the 8 left were that worker's and the two behind it, while the other seven had finished.
 
 `--gate-resume TABLE`: leave out the tests that TABLE (an earlier run's table, or several appended) shows passed,
 matched by their row's test cell, so a gate cut by the wall limit goes on in the next call (scripts/gpu_tests.sh,
@@ -24,6 +30,7 @@ With `--gpu-table`, the controller starts one fork server for all of its workers
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import subprocess
@@ -46,9 +53,12 @@ def pytest_addoption(parser):
         help="keep the `gpu` tests and every test under this path (repeatable); without it nothing is deselected",
     )
     group.addoption("--gate-resume", default=None, help="leave out the tests this earlier table shows passed")
+    group.addoption("--gate-durations", default=None, help="run the longest tests first (a JSON file: cell -> s)")
 
 
 def pytest_configure(config):
+    if config.getoption("--gate-durations") and hasattr(config.option, "maxschedchunk"):  # xdist 3.4 and later
+        config.option.maxschedchunk = 1  # one test at a time to each worker, in gate_order's order
     path = config.getoption("--gpu-table")
     if path and not hasattr(config, "workerinput"):  # an xdist worker reports to the controller, which writes
         config.pluginmanager.register(Table(path), "gpu_table_writer")
@@ -86,28 +96,54 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=passed)
             items[:] = [item for item in items if _cell(item.nodeid) not in done]
     prefixes = [p.rstrip("/") for p in config.getoption("--gate-all")]
-    if not prefixes:
-        return
-    keep, drop = [], []
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        under = any(path == p or path.startswith(p + "/") for p in prefixes)
-        (keep if under or item.get_closest_marker("gpu") else drop).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-    items[:] = sorted(keep, key=lambda item: not any(s in item.nodeid for s in SLOW_FIRST))
+    if prefixes:
+        keep, drop = [], []
+        for item in items:
+            path = item.nodeid.split("::")[0]
+            under = any(path == p or path.startswith(p + "/") for p in prefixes)
+            (keep if under or item.get_closest_marker("gpu") else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    durations = config.getoption("--gate-durations")
+    if durations:
+        with open(durations, encoding="utf-8") as file:
+            known = {str(k): float(v) for k, v in json.load(file).items()}
+        # an xdist worker knows the count from its controller; numprocesses is the controller's (-n)
+        workers = getattr(config, "workerinput", {}).get("workercount") or config.getoption("numprocesses", None)
+        items[:] = gate_order(items, known, workers if isinstance(workers, int) else 1)
 
 
-# Tests that take minutes on the H200 (call 1 of 2026-12-02: CUDA extensions built by KernelBench's naive harness,
-# 94-117 s each; the kz-basic bench-size check; the 8 x 20 GB memory test; CUDA fixtures build with nvcc): sent to
-# the xdist workers first, so the run does not end waiting on one of them started last.
-SLOW_FIRST = (
-    "naive_harness_gpu[cuda_",
-    "strict_check_at_bench_sizes_on_gpu",
-    "test_eight_verifications",
-    "cuda",
-    "test_ray_pool",
-)
+def gate_order(items: list, known: dict[str, float], workers: int) -> list:
+    """`items` longest first by `known` seconds (by `_cell(nodeid)`; unknown: as long as the longest known, since a
+    new test or one an earlier gate never reached may be slow), equal ones in their collected order. Then the first
+    2 x `workers` are paired, the k-th longest with the (2 x workers - 1 - k)-th, because xdist's load scheduler
+    starts each worker with two consecutive tests even at `maxschedchunk` 1: worker k gets the pair at 2k, 2k + 1."""
+    longest = max(known.values(), default=0.0)
+    ranked = sorted(items, key=lambda item: -known.get(_cell(item.nodeid), longest))  # sorted() is stable
+    head, tail = ranked[: 2 * workers], ranked[2 * workers :]
+    if workers <= 1 or len(head) < 2 * workers:
+        return ranked
+    paired = []
+    for k in range(workers):
+        paired += [head[k], head[2 * workers - 1 - k]]
+    return paired + tail
+
+
+def durations(tables: list[str]) -> dict[str, float]:
+    """Each test cell's seconds in these tables (gpu_table.md files; a later table's row wins), for
+    --gate-durations: every row with a number of seconds, whatever its outcome (a failed test took its time too)."""
+    seconds: dict[str, float] = {}
+    for table in tables:
+        with open(table, encoding="utf-8") as file:
+            for line in file:
+                row = ROW.match(line)
+                if row:
+                    seconds[row["cell"]] = float(row["seconds"])
+    return seconds
+
+
+ROW = re.compile(r"^\| (?P<cell>.+?::.+?) \| (?:passed|failed|error|skipped[^|]*) \| (?P<seconds>[0-9.]+) \|")
 
 
 def _cell(text: str) -> str:
@@ -228,3 +264,11 @@ def _commit() -> str:
         return run.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) < 3 or sys.argv[1] != "durations":
+        sys.exit("usage: python3 scripts/gpu_table.py durations TABLE... > scripts/gate_durations.json")
+    print(json.dumps(durations(sys.argv[2:]), indent=0, sort_keys=True))

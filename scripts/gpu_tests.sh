@@ -6,14 +6,16 @@
 #   bash scripts/gpu_tests.sh       # on the GPU machine, in a device call that carries `.gpu` (no network there)
 # Results under ${OUT:-bench/out}: gpu_table.md (one row per finished test, written as it goes, then a summary; a run
 # cut by the wall limit keeps its rows), gpu_table_failures.md (each failure in full), gpu_verdicts.jsonl (every
-# verdict with its stage times), gpu_monitor.log (memory, processes and the lease ledger every 20 s), gpu_tests.log.
+# verdict with its stage times), gpu_monitor.log (memory, processes and the lease ledger every 20 s), gpu_tests.log
+# (the main phase's pytest output), gpu_tests_exclusive.log (the exclusive phase's), gpu_wheels_check.txt.
 # First seconds: the wheels are installed into KZ_GATE_SITE (default /tmp/kz-gate-site, put first on PYTHONPATH)
-# and every listed package must import at its version, else the script stops naming it (exit 2).
+# and every listed package must import at its version, else the script stops naming it (exit 2, about 15 s in).
+# Two phases: the `gpu_exclusive` tests alone, then the rest side by side, longest first (scripts/gpu_table.py).
 # Knobs: KZ_TEST_JOBS (xdist workers, default 8: GPU memory is divided by the verifier's memory lease, which every
 # verification waits for; the worker count bounds the processes on the GPU, about six per worker with its standby
 # judge. On the H200 at 585db01, 16 workers kept about 95 processes on the GPU, a CUDA context took a median 11 s to
 # make and 127 tests finished in the main phase; 8 workers finished 340 of 343 in the same 313 s), KZ_TEST_TIMEOUT_S (per test, default 240, pytest-timeout),
-# KZ_GPU_TEST_MAX_INPUT_MIB, KZ_STANDBY and KZ_GATE_EXCL_S (see below), KZ_GATE_ARGS (more pytest arguments, split on spaces:
+# KZ_GPU_TEST_MAX_INPUT_MIB, KZ_STANDBY and KZ_GATE_EXCL_S (the exclusive phase's limit; see below), KZ_GATE_ARGS (more pytest arguments, split on spaces:
 # `-k cheat_rejected` for a part of the gate, `-k (a)or(b)` for several; a part is a
 # diagnosis, never the gate), KZ_GATE_RESUME (a gpu_table.md of an earlier run on the same commit: the tests it shows
 # passed are left out, so a gate cut by the wall limit goes on in the next call; a diagnosis too), KZ_TIMING_BUDGET_S (fixture timing per side, default 0.05 s; the speedup spread is bench/spread_bench.py).
@@ -45,14 +47,18 @@ echo "GPU gate at commit $KZ_GIT_COMMIT: wheels from .gpu/wheels (scripts/gpu_wh
 python3 scripts/gpu_wheels.py files .gpu/wheels || exit 2
 rm -rf "$site"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .gpu/wheels/*.whl || exit 2
-python3 scripts/gpu_wheels.py check || exit 2
 if ls .gpu/tools/py_spy-*.whl >/dev/null 2>&1; then  # optional: the monitor's stacks of the GPU lease's holders
   python3 -m pip install -q --no-index --no-deps --target /tmp/kz-gate-tools .gpu/tools/py_spy-*.whl && export PATH="$PATH:/tmp/kz-gate-tools/bin"
 fi
 source scripts/sandbox_access.sh  # the sandbox's uids must run python3 and read the wheels and the checkout
 open_for_sandbox "$site" "$(pwd)/src" "$(python3 -c 'import sys; print(sys.base_prefix)')"
+# Every listed package must import at its version (helion imports torch: 10-15 s): checked beside the exclusive
+# phase, which it stops at once when it fails (exit 2). No CUDA here: that phase accounts for every byte of the GPU.
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton",
-  triton.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "NO GPU")'
+  triton.__version__)' > "$out/gpu_wheels_check.txt" 2>&1
+python3 scripts/gpu_wheels.py check >> "$out/gpu_wheels_check.txt" 2>&1 & check_pid=$!
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed 's/^/GPU: /'
+echo "set up in $SECONDS s"
 
 # A monitor, every 20 s until the script ends: GPU memory and use, compute processes, and the memory ledger's entries
 # (verify/judge/memory.py), so a run that jams says where the memory went ($out/gpu_monitor.log).
@@ -92,31 +98,47 @@ if [ -n "${KZ_GATE_RESUME:-}" ]; then
   echo "resuming: the tests passed in $KZ_GATE_RESUME are left out ($(grep -c ' | passed | ' "$KZ_GATE_RESUME") rows)" |
     tee -a "$table"
 fi
+# First, the tests marked gpu_exclusive: they hold GPU memory outside the leases (a foreign tenant) or most of the
+# GPU (8 x 20 GB), so they run alone, one at a time, without standby judges, in at most KZ_GATE_EXCL_S seconds
+# (default 100; 0 leaves them out; they took 54-80 s on the H200). First, not last: the main phase then has every
+# second that is left instead of a guess at what this phase needs (at a451387 the reserve was 80 s and the
+# phase was cut at 75 s).
+excl=$(grep -c "mark.gpu_exclusive" tests/verify/test_memory_lease.py)
+excl_s="${KZ_GATE_EXCL_S:-100}"
+excl_rc=0
+if [ "$excl" -gt 0 ] && [ "$excl_s" -gt 0 ]; then
+  echo "exclusive phase: $excl tests marked gpu_exclusive, one at a time, at most $excl_s s"
+  KZ_STANDBY=0 PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$excl_s" python3 -m pytest -p gpu_table \
+    -p no:cacheprovider -q -rfE -p no:xdist -m gpu_exclusive --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
+    --gpu-table "$table" "${resume[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" > "$out/gpu_tests_exclusive.log" 2>&1 &
+  excl_pid=$!
+fi
+wait "$check_pid"; check_rc=$?
+cat "$out/gpu_wheels_check.txt"
+if [ "$check_rc" -ne 0 ]; then
+  [ -n "${excl_pid:-}" ] && kill -TERM "$excl_pid" 2>/dev/null && wait "$excl_pid"
+  echo "GPU gate: stopped, a listed package is missing or wrong (above); carry .gpu/wheels (scripts/gpu_wheels.sh)"
+  exit 2
+fi
+if [ -n "${excl_pid:-}" ]; then
+  wait "$excl_pid"; excl_rc=$?
+  [ "$excl_rc" -eq 5 ] && excl_rc=0  # pytest's "no tests collected": a part (-k, a resume) selected none of them
+  echo "exclusive phase: exit $excl_rc at $SECONDS s"
+fi
+# Then the rest, side by side, longest first (scripts/gate_durations.json: refresh it from a gate's table with
+# `python3 scripts/gpu_table.py durations TABLE > scripts/gate_durations.json`), in every second that is left.
 jobs="${KZ_TEST_JOBS:-8}"
 left=$((wall - SECONDS))
-echo "pytest: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, $left s in all;" \
-  "table: $table"
-# Tests marked gpu_exclusive hold GPU memory outside the leases (a foreign tenant) or most of the GPU (8 x 20 GB): they
-# run after the rest, one at a time, in the last KZ_GATE_EXCL_S seconds (default 80; they took 54-100 s on the H200).
-excl=$(grep -c "mark.gpu_exclusive" tests/verify/test_memory_lease.py)
-excl_s="${KZ_GATE_EXCL_S:-80}"
-PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$((left - excl_s * (excl > 0)))" python3 -m pytest -p gpu_table \
+echo "main phase: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, $left s" \
+  "in all; table: $table"
+PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$left" python3 -m pytest -p gpu_table \
   -p no:cacheprovider -q -rfE -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
   --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" -m "not gpu_exclusive" \
-  --gpu-table "$table" "${gate_all[@]}" "${resume[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service \
-  > "$out/gpu_tests.log" 2>&1
+  --gpu-table "$table" --gate-durations scripts/gate_durations.json "${gate_all[@]}" "${resume[@]}" \
+  ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1
 rc=$?
-left=$((wall - SECONDS))
-if [ "$excl" -gt 0 ] && [ "$left" -gt 10 ]; then
-  # no standby judges here: these tests account for every byte of the GPU (a foreign tenant, eight 20 GB leases)
-  KZ_STANDBY=0 PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$left" python3 -m pytest -p gpu_table -p no:cacheprovider -q -rfE \
-    -p no:xdist -m gpu_exclusive --timeout "${KZ_TEST_TIMEOUT_S:-240}" --gpu-table "$table" "${resume[@]}" \
-    ${KZ_GATE_ARGS:-} "${paths[@]}" \
-    >> "$out/gpu_tests.log" 2>&1
-  excl_rc=$?
-  [ "$excl_rc" -eq 5 ] && excl_rc=0  # pytest's "no tests collected": a part (-k, a resume) selected none of them
-  if [ "$rc" -eq 0 ] || [ "$excl_rc" -eq 124 ] || [ "$excl_rc" -eq 137 ]; then rc=$excl_rc; fi
-fi
+echo "main phase: exit $rc at $SECONDS s"
+if [ "$rc" -eq 0 ] || [ "$excl_rc" -eq 124 ] || [ "$excl_rc" -eq 137 ]; then rc=$excl_rc; fi
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
   printf '\n**Stopped by the wall limit (%s s) after %s s**: the rows above are the tests that finished.\n' \
     "$wall" "$SECONDS" >> "$table"

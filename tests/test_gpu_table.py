@@ -4,6 +4,7 @@ keeps the `gpu` tests and the named paths."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -149,3 +150,81 @@ def test_gate_resume_leaves_out_what_an_earlier_table_shows_passed(tmp_path: Pat
     run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "2 deselected" in run.stdout, run.stdout + run.stderr
     assert list(_rows(second)) == ["test_r.py::test_bad"]
+
+
+def test_gate_durations_runs_the_longest_first_and_hands_out_one_test_at_a_time(tmp_path: Path):
+    """--gate-durations: each worker's order is the durations' (longest first, an unknown test as the longest), and
+    xdist hands out one test at a time: with its default chunk of 5 here, worker 0 would start with 5 in a row."""
+    (tmp_path / "pytest.ini").write_text(INI)
+    names = ["a", "b", "c", "d", "e", "f", "new"]
+    (tmp_path / "test_d.py").write_text("".join(f"def test_{n}():\n    pass\n\n" for n in names))
+    seconds = {"a": 1.0, "b": 9.0, "c": 5.0, "d": 7.0, "e": 3.0, "f": 0.5}
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps({f"test_d.py::test_{n}": s for n, s in seconds.items()}))
+    cmd, env = _pytest(tmp_path, "-p", "no:xdist", "--gate-durations", str(durations), "--collect-only", "test_d.py")
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    order = [line.split("::")[1] for line in run.stdout.splitlines() if "::" in line]
+    # new (unknown: 9 s) and b (9 s) tie, collected order kept: b, new; then d 7, c 5, e 3, a 1, f 0.5
+    assert order == ["test_b", "test_new", "test_d", "test_c", "test_e", "test_a", "test_f"], run.stdout
+
+    # 40 tests, 2 workers, known to take 40 s, 39 s, ...: paired (t0, t3) for worker 0 and (t1, t2) for worker 1
+    body = "import os\n\n@pytest.mark.parametrize('k', range(40))\ndef test_t(k, tmp_path_factory):\n"
+    body += "    open(os.environ['KZ_T_OUT'] + f'/{k}', 'w').write(os.environ['PYTEST_XDIST_WORKER'])\n"
+    (tmp_path / "test_d.py").write_text("import pytest\n" + body)
+    durations.write_text(json.dumps({f"test_d.py::test_t[{k}]": 40.0 - k for k in range(40)}))
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    cmd, env = _pytest(tmp_path, "-n", "2", "--gpu-table", str(tmp_path / "t.md"), "--gate-durations", str(durations))
+    run = subprocess.run(
+        [*cmd, "test_d.py"],
+        cwd=tmp_path,
+        env={**env, "KZ_T_OUT": str(ran)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    worker = {k: (ran / str(k)).read_text() for k in range(40)}
+    assert worker[0] == worker[3] != worker[1] == worker[2], worker
+
+
+def test_gate_order_pairs_the_first_two_per_worker_longest_with_shortest():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_table
+
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    items = [Item(f"t.py::test_{k}") for k in range(10)]
+    known = {f"t.py::test_{k}": float(k) for k in range(10)}
+    order = [item.nodeid.split("_")[1] for item in gpu_table.gate_order(items, known, workers=2)]
+    # longest first: 9 8 7 6 | 5 ...; worker 0 starts with (9, 6), worker 1 with (8, 7)
+    assert order == ["9", "6", "8", "7", "5", "4", "3", "2", "1", "0"]
+    assert [i.nodeid for i in gpu_table.gate_order(items, known, workers=1)][0] == "t.py::test_9"
+    assert gpu_table.gate_order(items[:3], known, workers=2) == [items[2], items[1], items[0]]  # too few to pair
+
+
+def test_durations_reads_every_row_of_the_tables_and_a_later_table_wins(tmp_path: Path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_table
+
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    first.write_text(
+        "| test | outcome | seconds | reason |\n|---|---|---|---|\n"
+        "| t.py::test_a | passed | 3.5 |  |\n| t.py::test_b[x \\| y] | failed | 12.0 | assert 1 == 2 |\n"
+        "| t.py::test_c | skipped (missing package) | 0.0 | No module named z |\n\n**Stopped by the wall limit**\n"
+    )
+    second.write_text("| t.py::test_a | passed | 4.0 |  |\n| not a row | passed | x |\n")
+    assert gpu_table.durations([str(first), str(second)]) == {
+        "t.py::test_a": 4.0,
+        "t.py::test_b[x \\| y]": 12.0,
+        "t.py::test_c": 0.0,
+    }
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_table.py"), "durations", str(first)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(out.stdout)["t.py::test_a"] == 3.5

@@ -19,6 +19,13 @@ is asked to reject it:
 - pass = the child exits with status 0 (a harness that trusts its exit code); the reason is the
   last `RESULT:` line it printed.
 
+On a GPU, a candidate's `load_inline` calls are built the way the verification pool builds them: captured and built
+into the shared build cache first (`prebuild`, verify/backends/cuda/build.py), then loaded from it in the child
+(`install_cache_hook`). The library is the one torch's own build would make (build.py lists what its recipe
+changes and why the meaning stays), so what the harness checks is unchanged; the build takes a fraction of torch's
+time (precompiled headers) and is shared with the verifier's test of the same cheat, whose worker finds it in the
+cache. (Torch's own build took 66-83 s per CUDA cheat in the GPU gate at a451387, H200, 2026-12-04.)
+
 Everything runs in a fresh child process per candidate (a cheat may patch torch, walk frames or
 call `os._exit`). On CPU, Triton runs in its interpreter: `TRITON_INTERPRET=1` is set in the
 child's environment, before triton is imported.
@@ -67,6 +74,25 @@ def _gpu_memory(device: str):
     return current_gpu_lease(2 * GIB, None, base=2 * CONTEXT_BYTES)  # the child's context and this process's
 
 
+def _prebuild(source: str, device: str) -> str | None:
+    """The shared build cache with `source`'s `load_inline` extensions built into it (the pool's `prebuild`), or
+    None on a CPU or for a source without `load_inline`. A build that fails leaves nothing there: the child's
+    `load_inline` then builds privately and fails as torch's would. Where the pool's build cannot run at all (no
+    CUDA toolkit torch can find), None too, said on stderr: the child builds with torch's own `load_inline`."""
+    if device == "cpu" or "load_inline" not in source:
+        return None
+    from kernelzero.verify.backends.cuda.build import prebuild
+    from kernelzero.verify.backends.cuda.build_cache import BuildCache, default_cache_dir, ensure_readable
+
+    try:
+        root = ensure_readable(default_cache_dir())
+        prebuild(source, BuildCache(root))
+    except OSError as exc:
+        print(f"naive harness: the pool's build is unavailable ({exc}); torch's load_inline builds", file=sys.stderr)
+        return None
+    return str(root)
+
+
 def run_naive(
     task,
     source: str,
@@ -79,6 +105,7 @@ def run_naive(
 ) -> NaiveResult:
     """Run `source` against `task` (a kernelzero Task, sizes applied) in a fresh child process."""
 
+    build_cache = _prebuild(source, device)
     with tempfile.TemporaryDirectory(prefix="kz-naive-") as tmp:
         request = Path(tmp, "request.json")
         request.write_text(
@@ -91,6 +118,7 @@ def run_naive(
                     "calls": calls,
                     "timed_calls": timed_calls,
                     "device": device,
+                    "build_cache": build_cache,
                 }
             )
         )
@@ -156,6 +184,10 @@ def _child(request_path: str) -> int:
     torch.manual_seed(SEED)
     model = ns["Model"](*init_inputs).to(device)
 
+    if req.get("build_cache"):  # a GPU run: load_inline loads what run_naive built (module docstring)
+        from kernelzero.verify.backends.cuda.hook import install_cache_hook
+
+        install_cache_hook(req["build_cache"], Path("private_builds").resolve())
     cand_path = Path("candidate.py").resolve()  # a real file: triton.jit reads the kernels' source back
     cand_path.write_text(req["source"])
     try:
