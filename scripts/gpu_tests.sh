@@ -103,11 +103,11 @@ fi
 # (default 100; 0 leaves them out; they took 54-80 s on the H200). First, not last: the main phase then has every
 # second that is left instead of a guess at what this phase needs (at a451387 the reserve was 80 s and the
 # phase was cut at 75 s).
-excl=$(grep -c "mark.gpu_exclusive" tests/verify/test_memory_lease.py)
+excl=$(grep -c "mark.gpu_exclusive" tests/verify/test_memory_lease.py)  # marked functions
 excl_s="${KZ_GATE_EXCL_S:-100}"
 excl_rc=0
 if [ "$excl" -gt 0 ] && [ "$excl_s" -gt 0 ]; then
-  echo "exclusive phase: $excl tests marked gpu_exclusive, one at a time, at most $excl_s s"
+  echo "exclusive phase: the tests marked gpu_exclusive, one at a time, at most $excl_s s"
   KZ_STANDBY=0 PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$excl_s" python3 -m pytest -p gpu_table \
     -p no:cacheprovider -q -rfE -p no:xdist -m gpu_exclusive --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
     --gpu-table "$table" "${resume[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" > "$out/gpu_tests_exclusive.log" 2>&1 &
