@@ -25,6 +25,10 @@ matched by their row's test cell, so a gate cut by the wall limit goes on in the
 KZ_GATE_RESUME). Test ids with spaces or newlines match too.
 
 With `--gpu-table`, the controller starts one fork server for all of its workers (`_share_fork_server`).
+
+`--gate-wait-for FILE`: the session starts (xdist's workers start, import and collect) but no test runs before FILE
+exists; the table's header is written with its first row (scripts/gpu_tests.sh starts the main phase this way
+while the exclusive phase runs, and touches FILE when that phase ends).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ def pytest_addoption(parser):
     )
     group.addoption("--gate-resume", default=None, help="leave out the tests this earlier table shows passed")
     group.addoption("--gate-durations", default=None, help="run the longest tests first (a JSON file: cell -> s)")
+    group.addoption("--gate-wait-for", default=None, help="start no test before this file exists (workers start)")
 
 
 def pytest_configure(config):
@@ -63,6 +68,20 @@ def pytest_configure(config):
     if path and not hasattr(config, "workerinput"):  # an xdist worker reports to the controller, which writes
         config.pluginmanager.register(Table(path), "gpu_table_writer")
         _share_fork_server()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtestloop(session):
+    """--gate-wait-for FILE: no test starts before FILE exists. Under xdist the workers have started and collected
+    by then (they start at session start), so the gate's main phase gets its start-up done while the exclusive
+    phase runs (about 15 s of each gate); then the first tests go out as soon as FILE appears."""
+    flag = session.config.getoption("--gate-wait-for")
+    if flag and not hasattr(session.config, "workerinput"):
+        start = time.monotonic()
+        while not os.path.exists(flag):
+            time.sleep(0.1)
+        print(f"\n--gate-wait-for: {flag} appeared after {time.monotonic() - start:.1f} s", flush=True)
+    yield
 
 
 def _share_fork_server() -> None:
@@ -177,11 +196,15 @@ class Table:
         self.missing: list[str] = []
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the whole session)
-        self._write(f"\n## GPU gate, started {_now()}\n\n{HEADER}")
+        self.headed = False  # the header goes with the first row: a run started early (--gate-wait-for) writes
+        # nothing while another phase appends its rows to the same table
         details = os.path.splitext(path)[0] + "_failures.md"
         self.details = open(details, "a", encoding="utf-8")  # noqa: SIM115 (open for the whole session)
 
     def _write(self, text: str) -> None:
+        if not self.headed:
+            self.headed = True
+            self.file.write(f"\n## GPU gate, started {_now()}\n\n{HEADER}")
         self.file.write(text)
         self.file.flush()
 

@@ -113,10 +113,27 @@ if [ "$excl" -gt 0 ] && [ "$excl_s" -gt 0 ]; then
     --gpu-table "$table" "${resume[@]}" ${KZ_GATE_ARGS:-} "${paths[@]}" > "$out/gpu_tests_exclusive.log" 2>&1 &
   excl_pid=$!
 fi
+# Then the rest, side by side, longest first (scripts/gate_durations.json: refresh it from a gate's table with
+# `python3 scripts/gpu_table.py durations TABLE > scripts/gate_durations.json`), in every second that is left. Its
+# pytest starts now (workers, imports, collection, the fork server: about 15 s) and runs no test before the
+# exclusive phase has ended (`--gate-wait-for`).
+go="$out/.gate_main_go"; rm -f "$go"
+[ -z "${excl_pid:-}" ] && touch "$go"
+jobs="${KZ_TEST_JOBS:-8}"
+left=$((wall - SECONDS))
+echo "main phase: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, until" \
+  "$wall s; table: $table"
+PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$left" python3 -m pytest -p gpu_table \
+  -p no:cacheprovider -q -rfE -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
+  --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" -m "not gpu_exclusive" --gate-wait-for "$go" \
+  --gpu-table "$table" --gate-durations scripts/gate_durations.json "${gate_all[@]}" "${resume[@]}" \
+  ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1 &
+main_pid=$!
 wait "$check_pid"; check_rc=$?
 cat "$out/gpu_wheels_check.txt"
 if [ "$check_rc" -ne 0 ]; then
-  [ -n "${excl_pid:-}" ] && kill -TERM "$excl_pid" 2>/dev/null && wait "$excl_pid"
+  for pid in ${excl_pid:-} "$main_pid"; do kill -TERM "$pid" 2>/dev/null; done
+  wait ${excl_pid:-} "$main_pid"
   echo "GPU gate: stopped, a listed package is missing or wrong (above); carry .gpu/wheels (scripts/gpu_wheels.sh)"
   exit 2
 fi
@@ -124,19 +141,9 @@ if [ -n "${excl_pid:-}" ]; then
   wait "$excl_pid"; excl_rc=$?
   [ "$excl_rc" -eq 5 ] && excl_rc=0  # pytest's "no tests collected": a part (-k, a resume) selected none of them
   echo "exclusive phase: exit $excl_rc at $SECONDS s"
+  touch "$go"
 fi
-# Then the rest, side by side, longest first (scripts/gate_durations.json: refresh it from a gate's table with
-# `python3 scripts/gpu_table.py durations TABLE > scripts/gate_durations.json`), in every second that is left.
-jobs="${KZ_TEST_JOBS:-8}"
-left=$((wall - SECONDS))
-echo "main phase: ${#paths[@]} files + tests/service, $jobs workers, ${KZ_TEST_TIMEOUT_S:-240} s a test, $left s" \
-  "in all; table: $table"
-PYTHONPATH="$PYTHONPATH:scripts" timeout -k 5 "$left" python3 -m pytest -p gpu_table \
-  -p no:cacheprovider -q -rfE -n "$jobs" --timeout "${KZ_TEST_TIMEOUT_S:-240}" \
-  --timeout-method "${KZ_TEST_TIMEOUT_METHOD:-signal}" -m "not gpu_exclusive" \
-  --gpu-table "$table" --gate-durations scripts/gate_durations.json "${gate_all[@]}" "${resume[@]}" \
-  ${KZ_GATE_ARGS:-} "${paths[@]}" tests/service > "$out/gpu_tests.log" 2>&1
-rc=$?
+wait "$main_pid"; rc=$?
 echo "main phase: exit $rc at $SECONDS s"
 if [ "$rc" -eq 0 ] || [ "$excl_rc" -eq 124 ] || [ "$excl_rc" -eq 137 ]; then rc=$excl_rc; fi
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then

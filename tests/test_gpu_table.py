@@ -228,3 +228,27 @@ def test_durations_reads_every_row_of_the_tables_and_a_later_table_wins(tmp_path
         timeout=60,
     )
     assert json.loads(out.stdout)["t.py::test_a"] == 3.5
+
+
+def test_gate_wait_for_starts_the_workers_but_no_test_until_the_file_appears(tmp_path: Path):
+    """--gate-wait-for: the main phase starts while the exclusive one runs; it writes nothing (not even the table's
+    header, so the other phase's rows stay under their own) and runs nothing until the file appears."""
+    (tmp_path / "pytest.ini").write_text(INI)
+    ran = tmp_path / "ran"
+    (tmp_path / "test_w.py").write_text(f"def test_a():\n    open({str(ran)!r}, 'w').write('x')\n")
+    table, go = tmp_path / "gpu_table.md", tmp_path / "go"
+    table.write_text("rows of another phase\n")
+    cmd, env = _pytest(tmp_path, "-n", "2", "--gpu-table", str(table), "--gate-wait-for", str(go), "test_w.py")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(8)  # the workers start and collect meanwhile
+        assert proc.poll() is None and not ran.exists()
+        assert table.read_text() == "rows of another phase\n"
+        go.touch()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and ran.exists(), out
+    assert "appeared after" in out
+    text = table.read_text()
+    assert text.startswith("rows of another phase\n\n## GPU gate, started") and "test_w.py::test_a | passed" in text
