@@ -10,7 +10,8 @@
 # (the main phase's pytest output), gpu_tests_exclusive.log (the exclusive phase's), gpu_wheels_check.txt.
 # First seconds: the wheels are installed into KZ_GATE_SITE (default /tmp/kz-gate-site, put first on PYTHONPATH)
 # and every listed package must import at its version, else the script stops naming it (exit 2, about 15 s in).
-# Two phases: the `gpu_exclusive` tests alone, then the rest side by side, longest first (scripts/gpu_table.py).
+# Two phases: the `gpu_exclusive` tests alone, then the rest side by side, longest first (scripts/gpu_table.py); the
+# second's pytest starts with the first and waits for it before its first test.
 # Knobs: KZ_TEST_JOBS (xdist workers, default 8: GPU memory is divided by the verifier's memory lease, which every
 # verification waits for; the worker count bounds the processes on the GPU, about six per worker with its standby
 # judge. On the H200 at 585db01, 16 workers kept about 95 processes on the GPU, a CUDA context took a median 11 s to
