@@ -3,7 +3,7 @@
     python3 -m pytest -p gpu_table --gpu-table OUT/gpu_table.md [--gate-all PATH ...] TESTS   (scripts/ on sys.path)
 
 `--gpu-table PATH` appends one markdown row per finished test (test id, outcome, seconds, the first line of the
-skip or failure reason) and flushes it at once (each failure's full report goes to `<table>_failures.md`), so a run stopped by a wall-clock limit still leaves every row it
+skip or failure reason, when it finished in seconds from the session's start) and flushes it at once (each failure's full report goes to `<table>_failures.md`), so a run stopped by a wall-clock limit still leaves every row it
 finished; at the end, a summary (counts, seconds, torch and Triton versions, GPU, commit, date). Under
 pytest-xdist only the controller writes: `pytest_runtest_logreport` there sees every worker's reports.
 
@@ -44,7 +44,7 @@ import pytest
 
 MISSING = re.compile(r"could not import|No module named|is not installed|ModuleNotFoundError", re.IGNORECASE)
 DETAIL_CHARS = 6000  # of a failure's report kept in the details file (TABLE_failures.md beside the table)
-HEADER = "| test | outcome | seconds | reason |\n|---|---|---|---|\n"
+HEADER = "| test | outcome | seconds | reason | done at s |\n|---|---|---|---|---|\n"
 
 
 def pytest_addoption(parser):
@@ -223,7 +223,8 @@ class Table:
             self.counts["missing"] += 1
         else:
             self.counts[outcome] += 1
-        self._write(f"| {_cell(nodeid)} | {outcome} | {seconds:.1f} | {_cell(reason)} |\n")
+        done = time.monotonic() - self.start  # when the row came, from this phase's start: the run's tail shows
+        self._write(f"| {_cell(nodeid)} | {outcome} | {seconds:.1f} | {_cell(reason)} | {done:.0f} |\n")
 
     def pytest_collectreport(self, report):
         if report.skipped or report.failed:  # a whole module skipped (importorskip) or failing to import

@@ -48,7 +48,8 @@ def _rows(table: Path) -> dict[str, list[str]]:
         cells = [c.strip() for c in line.strip("|").split(" | ")]
         if line.startswith("| ") and "::" in cells[0]:
             assert cells[0] not in rows, f"{cells[0]} written twice"
-            rows[cells[0]] = cells[1:]
+            assert float(cells[4]) >= 0  # when it finished, from the session's start
+            rows[cells[0]] = cells[1:4]
     return rows
 
 
