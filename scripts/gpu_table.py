@@ -98,12 +98,8 @@ def _share_fork_server() -> None:
 
 def passed_cells(table: str) -> set[str]:
     """The test cells of the rows of `table` whose outcome is `passed` (as `_cell` wrote them)."""
-    cells = set()
     with open(table, encoding="utf-8") as file:
-        for line in file:
-            if line.startswith("| ") and " | passed | " in line:
-                cells.add(line[2:].split(" | passed | ")[0])
-    return cells
+        return {row["cell"] for row in map(ROW.match, file) if row and row["outcome"] == "passed"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -162,7 +158,8 @@ def durations(tables: list[str]) -> dict[str, float]:
     return seconds
 
 
-ROW = re.compile(r"^\| (?P<cell>.+?::.+?) \| (?:passed|failed|error|skipped[^|]*) \| (?P<seconds>[0-9.]+) \|")
+# A test's row as Table._row writes it (older tables have no "done at" column): its cell, outcome and seconds.
+ROW = re.compile(r"^\| (?P<cell>.+?::.+?) \| (?P<outcome>passed|failed|error|skipped[^|]*) \| (?P<seconds>[0-9.]+) \|")
 
 
 def _cell(text: str) -> str:
