@@ -151,10 +151,7 @@ def durations(tables: list[str]) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for table in tables:
         with open(table, encoding="utf-8") as file:
-            for line in file:
-                row = ROW.match(line)
-                if row:
-                    seconds[row["cell"]] = float(row["seconds"])
+            seconds.update({row["cell"]: float(row["seconds"]) for row in map(ROW.match, file) if row})
     return seconds
 
 
