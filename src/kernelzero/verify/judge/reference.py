@@ -128,9 +128,11 @@ class Reference:
         timeout_s: float,
         compiled: bool = False,
         audit: list[int] = (),
+        hold_us: float = 0.0,
     ) -> tuple[list[float], list]:
         """The reference's timed calls on `sets` (the candidate's protocol, audit calls at `audit` included):
-        (per-call ms, outputs per timed then audit call). `compiled`: the reference under torch.compile."""
+        (per-call ms, outputs per timed then audit call). `compiled`: the reference under torch.compile. `hold_us`:
+        the GPU hold's least length before each call (worker/hold.py). The reply's other numbers stay in `last`."""
         command = {
             "cmd": "time",
             "sets": sets,
@@ -138,9 +140,11 @@ class Reference:
             "host_check": host_check,
             "compiled": compiled,
             "audit": list(audit),
+            "hold_us": hold_us,
         }
         reply, tensors = self._ask(command, timeout_s, "timing the reference")
         self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_checks.py)
+        self.last = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped")}
         n = reply["n_out"]
         outs = [[t.to(self.device) for t in tensors[k * n : (k + 1) * n]] for k in range(len(sets) - warmup)]
         return list(reply["times_ms"]), outs

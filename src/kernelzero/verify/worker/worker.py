@@ -28,7 +28,9 @@ from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
 from kernelzero.verify.sandbox.channel_auth import signed_writer
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
+from kernelzero.verify.worker.hold import Hold
 from kernelzero.verify.worker.seal import TIMED_CALL, CleanRunner, seal
+from kernelzero.verify.worker.timed_block import time_block
 from kernelzero.verify.worker.timing import sync_and_clock, time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
@@ -70,6 +72,7 @@ class Worker:
         self.hooks: list = []  # the backends' worker hooks, installed before the candidate is imported
         self.module = None  # the imported candidate
         self.runner = CleanRunner()  # candidate code runs on this thread only (seal.py)
+        self.hold: Hold | None | bool = False  # the GPU hold (hold.py), built at the first timing; None: cannot run
 
     def error_reply(self, exc: BaseException, stage: str) -> dict[str, Any]:
         return {
@@ -285,6 +288,17 @@ class Worker:
         send_msg(self.out, {"ok": True, "records": records})
 
     def time(self, req: dict[str, Any]) -> None:
+        """Warm-up calls, then timed calls, each behind the GPU hold (worker/timed_block.py); on a GPU where the hold
+        cannot run, each after a device-wide synchronise (`_time_synced`)."""
+        sets = [self._prepare(s) for s in req["sets"]]
+        if self.device.startswith("cuda"):
+            if self.hold is False:
+                self.hold = Hold.create(self.device)
+            if self.hold is None:
+                return self._time_synced(req, sets)
+        return time_block(self, req, sets, self.hold or None)
+
+    def _time_synced(self, req: dict[str, Any], sets: list[list]) -> None:
         """Warm-up calls, then timed calls, each on an input set of its own (the judge drew every set fresh).
 
         `sets[:warmup]` are for the warm-up calls, then one set per timed call, then one per audit call. The
@@ -294,7 +308,6 @@ class Worker:
         drawn by the judge) run untimed with the PyTorch op recorder; host compute and probes of the watch state
         are seen on every call (worker/watch.py), so a candidate cannot safely compute with PyTorch when unwatched.
         """
-        sets = [self._prepare(s) for s in req["sets"]]
         warmup, audit = req["warmup"], dict(zip(req.get("audit", []), range(len(req.get("audit", []))), strict=True))
         first_audit = len(sets) - len(audit)
         outs: list[list[torch.Tensor]] = []
@@ -342,5 +355,6 @@ class Worker:
             "torch_ops": sorted(audit_ops | set(host)),
             "probes": probes,
             "tampered": self.guards.tampered(),
+            "protocol": f"synced ({Hold.unavailable})",
         }
         send_msg(self.out, reply, [t for got in outs + audited for t in got])
