@@ -71,7 +71,7 @@ def test_only_blocks_at_the_last_hold_length_are_compared():
 def test_the_hold_kernel_fits_two_1024_thread_blocks_on_every_hopper_sm(tmp_path):
     """Two blocks of 1024 threads per SM take all 2048 thread slots only if both fit the 64K-register file at once:
     at most 32 registers a thread (the kernel's `__launch_bounds__`). Compiled with nvcc for sm_90, as NVRTC does."""
-    source = hold._SOURCE.replace("KZ_THREADS", "1024").replace("KZ_PER_SM", "2")
+    source = hold.kernel_source(1024, 2)
     (tmp_path / "hold.cu").write_text(source)
     out = subprocess.run(
         ["nvcc", "-arch=sm_90", "-cubin", "--resource-usage", "-o", str(tmp_path / "hold.cubin"), "hold.cu"],

@@ -105,6 +105,11 @@ kz_hold(u32* state, i64* arrive, volatile int* host, int4* flush, i64 flush_n, u
 """
 
 
+def kernel_source(threads: int, per_sm: int) -> str:
+    """The hold kernel's CUDA source for blocks of `threads`, `per_sm` of them on each SM."""
+    return _SOURCE.replace("KZ_THREADS", str(threads)).replace("KZ_PER_SM", str(per_sm))
+
+
 def _shape(props) -> tuple[int, int]:
     """(threads a block, blocks an SM) that fill an SM's thread slots exactly."""
     per_sm = int(getattr(props, "max_threads_per_multi_processor", 2048))
@@ -148,10 +153,8 @@ class Hold:
     def create(cls, device: str) -> Hold | None:
         """The hold for `device`, tried once; None where it cannot run (`unavailable` says why)."""
         try:
-            source = _SOURCE.replace("KZ_THREADS", "{}").replace("KZ_PER_SM", "{}")
             props = torch.cuda.get_device_properties(torch.device(device))
-            threads, per_sm = _shape(props)
-            kernel = torch.cuda._compile_kernel(source.format(threads, per_sm), "kz_hold")
+            kernel = torch.cuda._compile_kernel(kernel_source(*_shape(props)), "kz_hold")
             lib = ctypes.CDLL("libcuda.so.1")
             launch = lib.cuLaunchKernel
             launch.restype = ctypes.c_int
