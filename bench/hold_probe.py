@@ -33,7 +33,7 @@ def _hold_times(hold, fn, calls: int = 50) -> tuple[list[float], list[float], in
         starts[k].record(stream)
         fn()
         ends[k].record(stream)
-        hold.next()
+        hold.next(ends[k])
     outlive, capped = hold.end()
     return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], outlive, capped
 

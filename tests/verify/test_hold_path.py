@@ -65,6 +65,13 @@ def test_only_blocks_at_the_last_hold_length_are_compared():
     }
     same_hold(sides)
     assert sides["ref"]["overheads"] == [0.1, 0.11] and sides["cand"]["overheads"] == [0.12, 0.1]
+    # one block at the last length: no noise estimate from it alone, so every block stays
+    one = {
+        "ref": {"overheads": [0.5, 0.1], "holds": [0.0, 200.0]},
+        "cand": {"overheads": [0.9, 0.1], "holds": [0.0, 200.0]},
+    }
+    same_hold(one)
+    assert one["ref"]["overheads"] == [0.5, 0.1]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -139,7 +146,8 @@ class HostHold:
         order.append("begin")
     def wait(self):
         order.append("wait")
-    def next(self):
+    def next(self, end):
+        assert isinstance(end, HostEvent)
         order.append("next")
     def end(self):
         order.append("end")

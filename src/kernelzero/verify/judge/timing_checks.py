@@ -35,7 +35,7 @@ def block_overhead(judge_ms: float, times: list[float], untimed: int) -> float:
 def check_clock(sides: dict) -> tuple[float, str]:
     """(ms to add to each candidate call, what the check found) from the blocks' overheads (see the docstring)."""
     ref_o, cand_o = np.array(sides["ref"]["overheads"]), np.array(sides["cand"]["overheads"])
-    excess = float(np.mean(cand_o - ref_o))
+    excess = float(np.median(cand_o - ref_o))  # per block, paired; the median: one slow block is not a trend
     noise = float(np.std(ref_o, ddof=1)) * math.sqrt(2 / len(ref_o)) if len(ref_o) > 1 else 0.0
     per_call = float(np.median(sides["cand"]["times"])) if sides["cand"]["times"] else 0.0
     allowed = 3 * noise + OVERHEAD_FLOOR_MS + 0.02 * per_call
@@ -148,12 +148,13 @@ def next_hold_us(current: float, extras: list[dict]) -> float:
 
 
 def same_hold(sides: dict) -> dict:
-    """`sides` with only the overheads of blocks timed at the last block's hold length: a block at a shorter hold
-    may carry one side's launch path in its overhead (see `next_hold_us`)."""
+    """`sides` with only the overheads of blocks timed at the last block's hold length (when there are two or
+    more): a block at a shorter hold may carry one side's launch path in its overhead (see `next_hold_us`)."""
     for side in sides.values():
         last = side["holds"][-1] if side.get("holds") else None
-        if last is not None:
-            side["overheads"] = [o for o, h in zip(side["overheads"], side["holds"], strict=True) if h == last]
+        kept = [o for o, h in zip(side["overheads"], side.get("holds", []), strict=True) if h == last]
+        if len(kept) >= 2:  # fewer would leave no noise estimate (check_clock): keep every block then
+            side["overheads"] = kept
     return sides
 
 

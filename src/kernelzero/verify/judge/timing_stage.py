@@ -56,6 +56,7 @@ from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
 from kernelzero.verify.judge.timing_checks import (
+    HOLD_STEPS_US,
     block_overhead,
     bootstrap_ci,
     check_clock,
@@ -206,7 +207,7 @@ def interleaved(
     calls = calls or planned
     per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
     sides = {side: {"times": [], "overheads": [], "held": [], "holds": []} for side in ("ref", "cand")}
-    done, block, hold_us = 0, 0, 0.0
+    done, block, hold_us = 0, 0, HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
     while done < calls:
         m = min(per_block, calls - done)
         warmup = judge.opts.warmup_calls if block == 0 else 1

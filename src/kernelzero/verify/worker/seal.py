@@ -111,7 +111,7 @@ def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count):
         finally:
             for mode in reversed(modes):
                 mode.__exit__(None, None, None)
-        hold.next()
+        hold.next(ends[k])
         spent.append(clock() - t0)
         marks.append(count())
     return values
@@ -119,7 +119,7 @@ def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count):
 
 # A whole block of calls (warm-ups, timed calls, audits) in one hand-off to the runner thread, each behind the GPU
 # hold (worker/hold.py): `hold.wait()` returns once the hold has every SM, the start event, the forward's launches and
-# the end event are queued behind it, and `hold.next()` releases it and queues the next one. Audit calls enter their
+# the end event are queued behind it, and `hold.next(end)` releases it, waits for the call (and the device) and queues the next one. Audit calls enter their
 # modes (the op recorder) around their forward alone; nothing else differs between an audit and a timed call.
 TIMED_BATCH = _clean(
     _BATCH_SOURCE, "batch", {"range": range, "len": len, "reversed": reversed, "BaseException": BaseException}

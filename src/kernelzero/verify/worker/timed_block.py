@@ -45,7 +45,7 @@ class _Idle:
     def wait(self) -> None:
         pass
 
-    def next(self) -> None:
+    def next(self, end=None) -> None:
         pass
 
     def record(self, stream=None) -> None:
