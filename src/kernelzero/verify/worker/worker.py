@@ -148,6 +148,8 @@ class Worker:
         try:
             torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
             torch.zeros(1, device=req["device"])
+            if self.hold is False:  # built here, while the GPU is shared, not in the timing's exclusive window
+                self.hold = Hold.create(req["device"])
         except BaseException as exc:  # the GPU, not the candidate: the judge blames it right (judge/faults.py)
             return {**self.error_reply(exc, "context"), "status": "oom" if classify(exc) == "oom" else "crash"}
         return None
