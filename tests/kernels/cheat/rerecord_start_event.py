@@ -4,7 +4,7 @@
 # policy: strict
 # options: static_checks=False
 # expect: correct|unconfirmed_speedup
-# max-speedup: 1.5
+# max-speedup: 1.2
 # expect-cpu: correct
 # sizes: bench
 # why: issue 26 (a reported time can never be below the judge's own bound): a correct GELU kernel that, inside its forward, walks the frames out to the worker's timed batch and records the call's start event again after its own launch, so the event interval holds none of its kernel and it reports about 0 ms a call. The static rules would refuse the frame walk, so this fixture turns them off: the judge's clock must hold alone. Every block's time in the judge's clock still holds the kernel, so the candidate's overhead exceeds the reference's by the hidden time and its times are corrected by it when that exceeds the clock's noise; where it does not (on the H200, 2026-12-04, bench-size blocks hold one 512 MB call each and the noise allowance was hundreds of microseconds a call), the 173x it then claims is over the 10x cap and a stricter second verification does not confirm it (unconfirmed_speedup). Credited no more than its honest speed either way. Naive harness: no such frame, the kernel is timed honestly
