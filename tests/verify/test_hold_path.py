@@ -123,7 +123,6 @@ class Spy(torch.nn.Module):
 DRIVER = """
 import json, os, time
 import torch
-from kernelzero.verify.sandbox.channel import recv_msg
 from kernelzero.verify.worker import timed_block
 from kernelzero.verify.worker.guards import Guards
 from kernelzero.verify.worker.worker import Worker
@@ -153,14 +152,12 @@ class HostHold:
         order.append("end")
         return [0.5] * (len(self.mins) - 1), 1
 
-r, w = os.pipe()
-worker = Worker(out_fd=w)
+worker = Worker(out_fd=-1)
 worker.guards = Guards(warm=False)
 worker.model = user.Spy()
 sets = [[torch.full((4,), float(i))] for i in range(5)]  # warm-up 0, timed 1-3, audit 4 before position 2
 req = {"warmup": 1, "host_check": True, "audit": [2], "hold_us": 100.0}
-timed_block.time_block(worker, req, sets, None)
-cpu, cpu_t = recv_msg(r)
+cpu, cpu_t = timed_block.time_block(worker, req, sets, None)
 cpu_log = list(user.LOG)
 user.LOG.clear()
 
@@ -174,10 +171,8 @@ torch.cuda.Event = HostEvent
 torch.cuda.current_stream = lambda: None
 timed_block._elapsed = HostEvent.elapsed_time
 stand_in = HostHold()
-timed_block.time_block(worker, req, sets, stand_in)
-gpu, _ = recv_msg(r)
-timed_block.time_block(worker, {**req, "host_check": False}, sets, HostHold())
-events_only, _ = recv_msg(r)
+gpu, _ = timed_block.time_block(worker, req, sets, stand_in)
+events_only, _ = timed_block.time_block(worker, {**req, "host_check": False}, sets, HostHold())
 print(json.dumps({"cpu": cpu, "cpu_out": [t.tolist() for t in cpu_t], "cpu_log": cpu_log, "gpu": gpu,
                   "events_only": events_only, "order": order, "mins": stand_in.mins}))
 """

@@ -55,6 +55,7 @@ import torch
 from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
+from kernelzero.verify.judge.reference import staged_time
 from kernelzero.verify.judge.timing_checks import (
     HOLD_STEPS_US,
     block_overhead,
@@ -143,14 +144,9 @@ def _candidate_block(
     `audits`: input sets for untimed calls with the op recorder, made before the timed calls at `before`
     (their outputs follow the timed calls' outputs). `hold_us`: the GPU hold's least length (worker/hold.py)."""
     timed = len(sets) - warmup
-    start = time.perf_counter()
-    command = {
-        "cmd": "time", "sets": sets + audits, "warmup": warmup, "host_check": host_check, "audit": before,
-        "hold_us": hold_us,
-    }  # fmt: skip
-    worker.send(command)
-    reply, tensors = worker.receive(judge.run_timeout() * 4 + 10 * len(sets), "timing")
-    seconds = time.perf_counter() - start
+    command = {"sets": sets + audits, "warmup": warmup, "host_check": host_check, "audit": before, "hold_us": hold_us}
+    timeout = judge.run_timeout() * 4 + 10 * len(sets)
+    reply, tensors, seconds = staged_time(worker, command, timeout, "timing")
     if not reply["ok"]:
         return judge.failed(reply)
     if reply.get("tampered"):
@@ -176,11 +172,10 @@ def _candidate_block(
 def _reference_block(judge: Judge, sets: list, warmup: int, host_check: bool, audits=(), before=(), hold_us=0.0):
     """The reference's side of a block: the same calls as the candidate's, audits included, so that both sides
     pay the same harness inside the judge's clock; its outputs (timed, then audits) are the expected ones."""
-    start = time.perf_counter()
     timeout = judge.run_timeout() * 4 + 10 * (len(sets) + len(audits))
     sets_all = list(sets) + list(audits)
     times, outs = judge.ref.time(sets_all, warmup, host_check, timeout, audit=list(before), hold_us=hold_us)
-    seconds = time.perf_counter() - start
+    seconds = judge.ref.last["run_s"]  # the run alone: staging and fetching are outside the judge's clock
     if judge.opts.ref_fp64:  # the expected outputs come from the float64 copy
         outs = [judge.ref.expected(s, judge.run_timeout()) for s in [*sets[warmup:], *audits]]
     return times, outs, seconds, getattr(judge.ref, "last_held", []), getattr(judge.ref, "last", {})

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kernelzero.verify.sandbox.channel import send_msg
 from kernelzero.verify.worker.seal import TIMED_BATCH
 
 if TYPE_CHECKING:
@@ -111,8 +110,9 @@ def _not_tensors(raw: Any) -> dict[str, Any]:
     return {"ok": False, "status": "shape_mismatch", "stage": "timing", "message": message, "log": ""}
 
 
-def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold | None) -> None:
-    """The `time` command under the hold (see the module docstring); replies on the worker's channel."""
+def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold | None) -> tuple[dict, list]:
+    """A timing block under the hold (see the module docstring): (reply, output tensors: the timed calls', then the
+    audits')."""
     order = plan(len(sets), req["warmup"], list(req.get("audit", [])))
     watch = worker.guards.watch
     try:
@@ -127,12 +127,12 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
                 watch.in_forward = False
                 watch.end_call(len(sets))
     except BaseException as exc:
-        return worker.reply_error(exc, "timing")
+        return worker.error_reply(exc, "timing"), []
     outs, audited, without_kernel, times, held, spent = [], {}, 0, [], [], []
     for k, ((index, kind), raw) in enumerate(zip(order, got["values"], strict=True)):
         tensors = _tensors(raw)
         if tensors is None:
-            return send_msg(worker.out, _not_tensors(raw))
+            return _not_tensors(raw), []
         launched = got["marks"][k] - (got["marks"][k - 1] if k else 0)
         if kind != "warm" and not launched:
             without_kernel += 1
@@ -159,4 +159,4 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
         "capped": got["capped"],
     }
     audits = [audited[i] for i in sorted(audited)]  # in the order of their sets, as the judge sent them
-    send_msg(worker.out, reply, [t for tensors in outs + audits for t in tensors])
+    return reply, [t for tensors in outs + audits for t in tensors]

@@ -73,6 +73,8 @@ class Worker:
         self.module = None  # the imported candidate
         self.runner = CleanRunner()  # candidate code runs on this thread only (seal.py)
         self.hold: Hold | None | bool = False  # the GPU hold (hold.py), built at the first timing; None: cannot run
+        self.staged: tuple | None = None  # a timing block's command and prepared sets (`time_stage`)
+        self.outputs: list = []  # the last staged block's outputs (`time_fetch`)
 
     def error_reply(self, exc: BaseException, stage: str) -> dict[str, Any]:
         return {
@@ -223,7 +225,9 @@ class Worker:
             out = [hook.guard_input(x) if isinstance(x, torch.Tensor) else x for x in out]
         return out
 
-    def _forward(self, inputs: list[Any], modes: tuple = (), probe: tuple | None = None) -> list[torch.Tensor] | None:
+    def _forward(
+        self, inputs: list[Any], modes: tuple = (), probe: tuple | None = None, report: bool = True
+    ) -> list[torch.Tensor] | None:
         """The candidate's outputs for `inputs` (None after replying that they are not tensors); `probe`: a timed
         call's (start event, end event, host seconds list), bracketing the forward on the runner thread (timing.py)."""
         if probe is None:
@@ -236,6 +240,8 @@ class Worker:
         outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
             kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
+            if not report:  # a timing block replies once, at its end
+                raise RuntimeError(f"forward must return tensors, returned {kinds}")
             send_msg(
                 self.out,
                 {
@@ -290,9 +296,35 @@ class Worker:
         send_msg(self.out, {"ok": True, "records": records})
 
     def time(self, req: dict[str, Any]) -> None:
+        """`time_stage`, `time_run` and `time_fetch` in one round trip: the reply carries the outputs."""
+        reply, tensors = self._timed(req, [self._prepare(s) for s in req["sets"]])
+        send_msg(self.out, reply, tensors)
+
+    def time_stage(self, req: dict[str, Any]) -> None:
+        """Take a timing block's input sets onto the device and keep them: the judge's clock for the block
+        (`time_run`) then holds no transfer."""
+        try:
+            self.staged = (req, [self._prepare(s) for s in req["sets"]])
+        except BaseException as exc:
+            return self.reply_error(exc, "timing")
+        send_msg(self.out, {"ok": True})
+
+    def time_run(self, req: dict[str, Any]) -> None:
+        """Run the staged block; reply with its times alone, keep its outputs for `time_fetch`."""
+        staged, self.staged = self.staged, None
+        reply, self.outputs = (
+            self._timed(*staged) if staged else (self.error_reply(RuntimeError("nothing staged"), "timing"), [])
+        )
+        send_msg(self.out, reply)
+
+    def time_fetch(self, req: dict[str, Any]) -> None:
+        """The last block's outputs (timed calls', then audits')."""
+        tensors, self.outputs = self.outputs, []
+        send_msg(self.out, {"ok": True, "n_tensors": len(tensors)}, tensors)
+
+    def _timed(self, req: dict[str, Any], sets: list[list]) -> tuple[dict[str, Any], list]:
         """Warm-up calls, then timed calls, each behind the GPU hold (worker/timed_block.py); on a GPU where the hold
-        cannot run, each after a device-wide synchronise (`_time_synced`)."""
-        sets = [self._prepare(s) for s in req["sets"]]
+        cannot run, each after a device-wide synchronise (`_time_synced`). (reply, output tensors)."""
         if self.device.startswith("cuda"):
             if self.hold is False:
                 self.hold = Hold.create(self.device)
@@ -300,7 +332,7 @@ class Worker:
                 return self._time_synced(req, sets)
         return time_block(self, req, sets, self.hold or None)
 
-    def _time_synced(self, req: dict[str, Any], sets: list[list]) -> None:
+    def _time_synced(self, req: dict[str, Any], sets: list[list]) -> tuple[dict[str, Any], list]:
         """Warm-up calls, then timed calls, each on an input set of its own (the judge drew every set fresh).
 
         `sets[:warmup]` are for the warm-up calls, then one set per timed call, then one per audit call. The
@@ -320,7 +352,7 @@ class Worker:
             if pos not in audit:
                 return
             with self.guards.observe(record_ops=True) as modes:
-                got = self._forward(sets[first_audit + audit[pos]], modes)
+                got = self._forward(sets[first_audit + audit[pos]], modes, report=False)
             if got is None or not self.guards.launches:
                 without_kernel.append(-1 - audit[pos])
             audit_ops.update(self.guards.last_ops)
@@ -328,7 +360,7 @@ class Worker:
 
         def call(pos: int, probe: tuple | None) -> None:
             with self.guards.observe(record_ops=False) as modes:
-                got = self._forward(sets[pos], modes, probe)
+                got = self._forward(sets[pos], modes, probe, report=False)
             if got is None:
                 raise RuntimeError("forward returned no tensors")
             if pos >= warmup:
@@ -343,7 +375,7 @@ class Worker:
             timed, keys = list(range(warmup, first_audit)), list(range(warmup))
             times = time_calls(call, timed, warmup, self.device, req["host_check"], audit_call, keys, held)
         except BaseException as exc:
-            return self.reply_error(exc, "timing")
+            return self.error_reply(exc, "timing"), []
         finally:
             watch.in_forward = False
             watch.end_call(len(sets))
@@ -359,4 +391,4 @@ class Worker:
             "tampered": self.guards.tampered(),
             "protocol": f"synced ({Hold.unavailable})",
         }
-        send_msg(self.out, reply, [t for got in outs + audited for t in got])
+        return reply, [t for got in outs + audited for t in got]
