@@ -39,18 +39,18 @@ def _hold_times(hold, fn, calls: int = 50) -> tuple[list[float], list[float], in
 
 
 def _synced_times(fn, calls: int = 50) -> list[float]:
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
-    times = []
-    for _ in range(calls):
-        flush.zero_()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
+    """The older protocol's event times (worker/timing.py `time_calls` with `seal.TIMED_CALL`): the L2 flush, a
+    synchronise, then the call between its events."""
+    from kernelzero.verify.worker.seal import TIMED_CALL
+    from kernelzero.verify.worker.timing import sync_and_clock, time_calls
+
+    def call(_: int, probe: tuple | None) -> None:
+        if probe is None:
+            fn()
+        else:
+            TIMED_CALL(lambda: fn(), [], probe[0], probe[1], *sync_and_clock(), probe[2])
+
+    return time_calls(call, [0] * calls, 3, "cuda", host_check=False)
 
 
 def _ops() -> dict:

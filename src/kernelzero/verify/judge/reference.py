@@ -155,7 +155,6 @@ class Reference:
         (per-call ms, outputs per timed then audit call). `compiled`: the reference under torch.compile. `hold_us`:
         the GPU hold's least length before each call (worker/hold.py). The reply's other numbers stay in `last`."""
         command = {
-            "cmd": "time",
             "sets": sets,
             "warmup": warmup,
             "host_check": host_check,

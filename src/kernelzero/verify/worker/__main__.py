@@ -23,7 +23,6 @@ def main(argv: list[str]) -> int:
         "import": worker.import_candidate,
         "load": worker.load,
         "run": worker.run,
-        "time": worker.time,
         "time_stage": worker.time_stage,
         "time_run": worker.time_run,
         "time_fetch": worker.time_fetch,

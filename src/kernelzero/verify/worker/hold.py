@@ -119,8 +119,8 @@ def _shape(props) -> tuple[int, int]:
 
 class Hold:
     """One process's hold kernel and its flags (see the module docstring). Used by one thread at a time:
-    `begin(stream, slots)`, then per call `wait()` before the start event and `next()` after the end event, then
-    `end()` for each call's outlive (ms) and the number of capped holds."""
+    `begin(stream, mins_us)`, then per call `wait()` before the start event and `next(end)` after the end event,
+    then `end()` for each call's outlive (ms) and the number of capped holds."""
 
     unavailable = ""
 

@@ -77,37 +77,38 @@ def run_calls(worker: Worker, calls: list[tuple[list, tuple]], hold: Hold | None
     def count() -> int:
         return sum(worker.guards.launches.values())
 
-    runner, model = worker.runner, worker.model
-    if hold is None:
-        values = runner.run(
-            TIMED_BATCH, model, calls, [_IDLE] * len(calls), [_IDLE] * len(calls), None, _IDLE, _clock, spent,
-            marks, count, modes=(torch.no_grad(),),
+    def batch(starts: list, ends: list, stream, on: Any) -> list:
+        return worker.runner.run(
+            TIMED_BATCH, worker.model, calls, starts, ends, stream, on, _clock, spent, marks, count,
+            modes=(torch.no_grad(),),
         )  # fmt: skip
+
+    if hold is None:
+        values = batch([_IDLE] * len(calls), [_IDLE] * len(calls), None, _IDLE)
         return {"values": values, "events": [], "outlive": [], "marks": marks, "spent": spent, "capped": 0}
     starts = [torch.cuda.Event(enable_timing=True) for _ in calls]
     ends = [torch.cuda.Event(enable_timing=True) for _ in calls]
     stream = torch.cuda.current_stream()
     hold.begin(stream, [*mins_us, 0.0])
     try:
-        values = runner.run(
-            TIMED_BATCH, model, calls, starts, ends, stream, hold, _clock, spent, marks, count,
-            modes=(torch.no_grad(),),
-        )  # fmt: skip
+        values = batch(starts, ends, stream, hold)
     finally:
         outlive, capped = hold.end()
     events = [_elapsed(s, e) for s, e in zip(starts, ends, strict=True)]
     return {"values": values, "events": events, "outlive": outlive, "marks": marks, "spent": spent, "capped": capped}
 
 
-def _tensors(raw: Any) -> list[torch.Tensor] | None:
+def output_tensors(raw: Any) -> list[torch.Tensor] | None:
+    """A forward's result as a list of tensors, or None when it is not one tensor or a sequence of them."""
     outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
     return outs if outs and all(isinstance(o, torch.Tensor) for o in outs) else None
 
 
-def _not_tensors(raw: Any) -> dict[str, Any]:
+def not_tensors(raw: Any, stage: str) -> dict[str, Any]:
+    """The failure reply for a forward that did not return tensors (`shape_mismatch`)."""
     kinds = ", ".join(type(o).__name__ for o in (raw if isinstance(raw, (tuple, list)) else [raw])) or "nothing"
     message = f"forward must return tensors, returned {kinds}"
-    return {"ok": False, "status": "shape_mismatch", "stage": "timing", "message": message, "log": ""}
+    return {"ok": False, "status": "shape_mismatch", "stage": stage, "message": message, "log": ""}
 
 
 def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold | None) -> tuple[dict, list]:
@@ -130,9 +131,9 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
         return worker.error_reply(exc, "timing"), []
     outs, audited, without_kernel, times, held, spent = [], {}, 0, [], [], []
     for k, ((index, kind), raw) in enumerate(zip(order, got["values"], strict=True)):
-        tensors = _tensors(raw)
+        tensors = output_tensors(raw)
         if tensors is None:
-            return _not_tensors(raw), []
+            return not_tensors(raw, "timing"), []
         launched = got["marks"][k] - (got["marks"][k - 1] if k else 0)
         if kind != "warm" and not launched:
             without_kernel += 1

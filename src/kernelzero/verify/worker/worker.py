@@ -30,7 +30,7 @@ from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
 from kernelzero.verify.worker.hold import Hold
 from kernelzero.verify.worker.seal import TIMED_CALL, CleanRunner, seal
-from kernelzero.verify.worker.timed_block import time_block
+from kernelzero.verify.worker.timed_block import not_tensors, output_tensors, time_block
 from kernelzero.verify.worker.timing import sync_and_clock, time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
@@ -237,22 +237,12 @@ class Worker:
             raw = self.runner.run(
                 TIMED_CALL, self.model, inputs, *probe[:2], sync, clock, probe[2], modes=(torch.no_grad(), *modes)
             )
-        outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
-        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-            kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
+        outs = output_tensors(raw)
+        if outs is None:
+            failure = not_tensors(raw, "correctness")
             if not report:  # a timing block replies once, at its end
-                raise RuntimeError(f"forward must return tensors, returned {kinds}")
-            send_msg(
-                self.out,
-                {
-                    "ok": False,
-                    "status": "shape_mismatch",
-                    "stage": "correctness",
-                    "message": f"forward must return tensors, returned {kinds}",
-                    "log": "",
-                },
-            )
-            return None
+                raise RuntimeError(failure["message"])
+            send_msg(self.out, failure)
         return outs
 
     def run(self, req: dict[str, Any]) -> None:
@@ -294,11 +284,6 @@ class Worker:
         except BaseException as exc:
             return self.reply_error(exc, "build")
         send_msg(self.out, {"ok": True, "records": records})
-
-    def time(self, req: dict[str, Any]) -> None:
-        """`time_stage`, `time_run` and `time_fetch` in one round trip: the reply carries the outputs."""
-        reply, tensors = self._timed(req, [self._prepare(s) for s in req["sets"]])
-        send_msg(self.out, reply, tensors)
 
     def time_stage(self, req: dict[str, Any]) -> None:
         """Take a timing block's input sets onto the device and keep them: the judge's clock for the block
