@@ -208,11 +208,11 @@ def test_cheat_headers_and_count():
 
 
 def test_sizes_header_keeps_bench_sizes_and_takes_nothing_else(tmp_path):
-    """`sizes: bench` marks the cheats whose status needs a long kernel (a speedup past the cap): the memo and
-    stream cheats; any other value is an error naming the file."""
+    """`sizes: bench` marks the cheats whose status needs a long kernel (a speedup past the cap): the memo, stream
+    and event-rewriting cheats; any other value is an error naming the file."""
     marked = {c.name for c in CHEAT_LIST if c.bench_sizes}
     assert {"cuda_static_cache", "content_hash_cache", "side_stream_py"} <= marked
-    assert all(c.expect == "unconfirmed_speedup" for c in CHEAT_LIST if c.bench_sizes)
+    assert all("unconfirmed_speedup" in c.expect.split("|") for c in CHEAT_LIST if c.bench_sizes)
     head = (CHEATS / "side_stream_py.py").read_text().replace("# sizes: bench", "# sizes: smoke")
     bad = tmp_path / "bad_sizes.py"
     bad.write_text(head)
@@ -221,11 +221,12 @@ def test_sizes_header_keeps_bench_sizes_and_takes_nothing_else(tmp_path):
 
 
 def test_max_speedup_header_is_a_bound_on_the_credited_speedup_and_nothing_else(tmp_path):
-    """`max-speedup` (the timing cheats: the memo, identity and stream ones) bounds what a `correct` verdict may
+    """`max-speedup` (the timing cheats: the memo, identity, stream and event-rewriting ones) bounds what a `correct` verdict may
     credit on a GPU: measured on the H200 (2026-12-02), honest elementwise kernels on these tasks earn 0.8-1.1x, so
     more than 1.2x is the trick's. Anything but a number in (0, 10) is an error naming the file."""
     bounded = {c.name: c.max_speedup for c in CHEAT_LIST if c.max_speedup is not None}
-    assert bounded == {n: 1.2 for n in ("identity_cache", "content_hash_cache", "cuda_static_cache", "side_stream_py")}
+    timing = ("identity_cache", "content_hash_cache", "cuda_static_cache", "side_stream_py", "rerecord_start_event")
+    assert bounded == dict.fromkeys(timing, 1.2)
     for value in ("fast", "0", "12"):
         bad = tmp_path / "bad_max.py"
         bad.write_text(

@@ -155,9 +155,9 @@ def _wait_for_request(gpu: bool) -> list[str]:
     if not gpu:
         return [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
     from kernelzero.verify.judge.lease import device_uuid
-    from kernelzero.verify.judge.memory import CONTEXT_BYTES, standing_base
+    from kernelzero.verify.judge.memory import BASE_BYTES, standing_base
 
-    with standing_base(3 * CONTEXT_BYTES, device_uuid()):  # the judge's, its worker's, its reference's
+    with standing_base(BASE_BYTES, device_uuid()):  # the judge's, its worker's and its reference's contexts, holds
         return [sys.stdin.readline().strip(), sys.stdin.readline().strip()]
 
 

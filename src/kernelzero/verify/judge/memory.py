@@ -40,6 +40,7 @@ from pathlib import Path
 
 from kernelzero.verify.judge.lease import LOCK_DIR
 from kernelzero.verify.sandbox import safe_fs
+from kernelzero.verify.worker.hold import FLUSH_BYTES
 
 GIB = 1 << 30
 CONTEXT_BYTES = 640 << 20  # one process's CUDA context and allocator slack (three processes per verification)
@@ -54,7 +55,9 @@ OUTPUT_COPIES = 16
 DEFAULT_NEED = 16 * GIB  # when the footprint cannot be measured (a task whose forward has no meta kernels)
 BUDGET_SHARE = 0.92  # of the GPU's memory, when the budget is not set
 POLL_S = 0.05
-BASE_BYTES = 3 * CONTEXT_BYTES  # a verification's processes' CUDA contexts: judge, reference, candidate's worker
+# a verification's processes' CUDA contexts (judge, reference, candidate's worker), and the two workers' GPU holds'
+# L2 flush buffers, held from their contexts on (worker/hold.py)
+BASE_BYTES = 3 * CONTEXT_BYTES + 2 * FLUSH_BYTES
 ALONE_PATIENCE_S = 60.0  # an alone lease waits this long for every other data lease to end, then takes what is left
 _held: dict[str, dict] = {}  # uuid -> {"bytes"} of this process's lease
 _kept: list[dict] = []  # entries kept until this process exits (memory_lease's `keep`)

@@ -12,6 +12,7 @@ A failure of the task's own code is the task's fault, not the candidate's: it ra
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,26 @@ from kernelzero.verify.sandbox.values import unpack_values
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess
 
 FOOTPRINT = ("params", "inputs", "outputs")
+
+
+def staged_time(worker, command: dict, timeout_s: float, what: str) -> tuple[dict, list, float]:
+    """A timing block in three round trips (worker/worker.py `time_stage`, `time_run`, `time_fetch`): (the run's
+    reply, the outputs, seconds of the run alone in the judge's clock). The inputs' transfer before the run and the
+    outputs' after it stay out of the judge's clock for the block, whose noise they were (a block of one large call
+    varied by hundreds of microseconds, H200, 2026-12-04). A failed stage or run is returned as its reply."""
+    worker.send({**command, "cmd": "time_stage"})
+    staged, _ = worker.receive(timeout_s, what)
+    if not staged.get("ok"):
+        return staged, [], 0.0
+    start = time.perf_counter()
+    worker.send({"cmd": "time_run"})
+    reply, _ = worker.receive(timeout_s, what)
+    seconds = time.perf_counter() - start
+    if not reply.get("ok"):
+        return reply, [], seconds
+    worker.send({"cmd": "time_fetch"})
+    _, tensors = worker.receive(timeout_s, what)
+    return reply, tensors, seconds
 
 
 @dataclass
@@ -128,19 +149,29 @@ class Reference:
         timeout_s: float,
         compiled: bool = False,
         audit: list[int] = (),
+        hold_us: float = 0.0,
     ) -> tuple[list[float], list]:
         """The reference's timed calls on `sets` (the candidate's protocol, audit calls at `audit` included):
-        (per-call ms, outputs per timed then audit call). `compiled`: the reference under torch.compile."""
+        (per-call ms, outputs per timed then audit call). `compiled`: the reference under torch.compile. `hold_us`:
+        the GPU hold's least length before each call (worker/hold.py). The reply's other numbers stay in `last`."""
         command = {
-            "cmd": "time",
             "sets": sets,
             "warmup": warmup,
             "host_check": host_check,
             "compiled": compiled,
             "audit": list(audit),
+            "hold_us": hold_us,
         }
-        reply, tensors = self._ask(command, timeout_s, "timing the reference")
+        what = "timing the reference"
+        try:
+            reply, tensors, seconds = staged_time(self.worker, command, timeout_s, what)
+        except WorkerDied as exc:
+            raise TaskBroken(f"the task's reference process failed during {what} ({exc.status}): {exc}") from None
+        if not reply.get("ok"):
+            detail = f"{reply.get('message', '')}\n{reply.get('log', '')[-800:]}".strip()
+            raise TaskBroken(f"the task itself is broken ({what}): {detail}")
         self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_checks.py)
+        self.last = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped")} | {"run_s": seconds}
         n = reply["n_out"]
         outs = [[t.to(self.device) for t in tensors[k * n : (k + 1) * n]] for k in range(len(sets) - warmup)]
         return list(reply["times_ms"]), outs

@@ -38,7 +38,7 @@ def _cache_path(judge: Judge) -> Path:
 
 
 def _cache_key(judge: Judge) -> str:
-    return f"{task_hash(judge.task)}|{judge.opts.precision}|solo|{judge.opts.profile}|torch {torch.__version__}"
+    return f"{task_hash(judge.task)}|{judge.opts.precision}|solo|{judge.opts.profile}|torch {torch.__version__}|hold"
 
 
 def cached_solo(judge: Judge) -> Timing | None:

@@ -35,7 +35,7 @@ def block_overhead(judge_ms: float, times: list[float], untimed: int) -> float:
 def check_clock(sides: dict) -> tuple[float, str]:
     """(ms to add to each candidate call, what the check found) from the blocks' overheads (see the docstring)."""
     ref_o, cand_o = np.array(sides["ref"]["overheads"]), np.array(sides["cand"]["overheads"])
-    excess = float(np.mean(cand_o - ref_o))
+    excess = float(np.median(cand_o - ref_o))  # per block, paired; the median: one slow block is not a trend
     noise = float(np.std(ref_o, ddof=1)) * math.sqrt(2 / len(ref_o)) if len(ref_o) > 1 else 0.0
     per_call = float(np.median(sides["cand"]["times"])) if sides["cand"]["times"] else 0.0
     allowed = 3 * noise + OVERHEAD_FLOOR_MS + 0.02 * per_call
@@ -129,3 +129,47 @@ def replay_suspected(recurring: dict, fresh: dict) -> tuple[bool, str]:
     if once > RECUR_TOLERANCE * again:
         return True, f"{said}: a result kept from an earlier call on the same input is replayed"
     return False, said
+
+
+HOLD_STEPS_US = (0.0, 100.0, 200.0, 400.0, 800.0, 1500.0)  # the GPU hold's least lengths a block may get
+HOLD_MARGIN = 1.25  # the hold lasts at least this many times the longer host launch path of the two sides
+
+
+def next_hold_us(current: float, extras: list[dict]) -> float:
+    """The GPU hold's least length for the next block (worker/hold.py): the first of HOLD_STEPS_US at least
+    HOLD_MARGIN times the longer host launch path per call that either side reported (`launch_ms`), never shorter
+    than `current`. Both sides get the same hold, so in the judge's clock each call costs the longer of the flush and
+    the hold, plus its kernel, on both sides: neither side's launch path shows in the overheads `check_clock`
+    compares. A side that reports a longer path than it has only lengthens both sides' holds (at most the last step)."""
+    launch = max((float(e.get("launch_ms") or 0.0) for e in extras if isinstance(e, dict)), default=0.0)
+    need = HOLD_MARGIN * launch * 1e3 if math.isfinite(launch) else HOLD_STEPS_US[-1]
+    step = next((s for s in HOLD_STEPS_US if s >= need), HOLD_STEPS_US[-1])
+    return max(current, step)
+
+
+def same_hold(sides: dict) -> dict:
+    """`sides` with only the overheads of blocks timed at the last block's hold length (when there are two or
+    more): a block at a shorter hold may carry one side's launch path in its overhead (see `next_hold_us`)."""
+    for side in sides.values():
+        last = side["holds"][-1] if side.get("holds") else None
+        kept = [o for o, h in zip(side["overheads"], side.get("holds", []), strict=True) if h == last]
+        if len(kept) >= 2:  # fewer would leave no noise estimate (check_clock): keep every block then
+            side["overheads"] = kept
+    return sides
+
+
+def hold_notes(judge, side: str, extra: dict) -> None:
+    """A note (once per side) when a side was timed without the GPU hold, or some of its holds hit their cap."""
+    name = {"ref": "the reference", "cand": "the candidate"}[side]
+    protocol = str(extra.get("protocol") or "")
+    notes = []
+    if protocol.startswith("synced"):
+        notes.append(f"{name} was timed with a synchronise before each call (no GPU hold here: {protocol[8:-1]})")
+    if extra.get("capped"):
+        notes.append(
+            f"some of {name}'s calls hit the GPU hold's cap: a forward that synchronises the device, or takes over "
+            "2 ms on the host, is timed with its host time in it"
+        )
+    for note in notes:
+        if note not in judge.notes:
+            judge.notes.append(note)

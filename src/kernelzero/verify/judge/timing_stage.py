@@ -55,13 +55,18 @@ import torch
 from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
+from kernelzero.verify.judge.reference import staged_time
 from kernelzero.verify.judge.timing_checks import (
+    HOLD_STEPS_US,
     block_overhead,
     bootstrap_ci,
     check_clock,
     escaped_work,
+    hold_notes,
+    next_hold_us,
     replay_suspected,
     sabotage,
+    same_hold,
     well_formed_times,
 )
 from kernelzero.verify.options import VerifyOptions, profile_of
@@ -130,19 +135,18 @@ def _audit_positions(warmup: int, timed: int, audits: int) -> list[int]:
 
 
 def _candidate_block(
-    judge: Judge, worker: WorkerProcess, sets: list, warmup: int, host_check: bool, audits: list, before: list[int]
-):
-    """(per-call ms, outputs per call, judge's seconds, host-bounded ms) of one candidate block, or a rejecting
-    Verdict.
+    judge: Judge, worker: WorkerProcess, sets: list, warmup: int, host_check: bool, audits: list, before: list[int],
+    hold_us: float = 0.0,
+):  # fmt: skip
+    """(per-call ms, outputs per call, judge's seconds, host-bounded ms, the reply's hold numbers) of one candidate
+    block, or a rejecting Verdict.
 
     `audits`: input sets for untimed calls with the op recorder, made before the timed calls at `before`
-    (their outputs follow the timed calls' outputs)."""
+    (their outputs follow the timed calls' outputs). `hold_us`: the GPU hold's least length (worker/hold.py)."""
     timed = len(sets) - warmup
-    start = time.perf_counter()
-    command = {"cmd": "time", "sets": sets + audits, "warmup": warmup, "host_check": host_check, "audit": before}
-    worker.send(command)
-    reply, tensors = worker.receive(judge.run_timeout() * 4 + 10 * len(sets), "timing")
-    seconds = time.perf_counter() - start
+    command = {"sets": sets + audits, "warmup": warmup, "host_check": host_check, "audit": before, "hold_us": hold_us}
+    timeout = judge.run_timeout() * 4 + 10 * len(sets)
+    reply, tensors, seconds = staged_time(worker, command, timeout, "timing")
     if not reply["ok"]:
         return judge.failed(reply)
     if reply.get("tampered"):
@@ -161,19 +165,20 @@ def _candidate_block(
         judge.fields["torch_ops"] = tuple(sorted(set(judge.fields.get("torch_ops", ())) | set(reply["torch_ops"])))
     n = reply["n_out"]
     outs = [judge.on_device(tensors[k * n : (k + 1) * n]) for k in range(timed + len(before))]
-    return list(reply["times_ms"]), outs, seconds, list(reply.get("held_ms", []))
+    extra = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped")}
+    return list(reply["times_ms"]), outs, seconds, list(reply.get("held_ms", [])), extra
 
 
-def _reference_block(judge: Judge, sets: list, warmup: int, host_check: bool, audits=(), before=()):
+def _reference_block(judge: Judge, sets: list, warmup: int, host_check: bool, audits=(), before=(), hold_us=0.0):
     """The reference's side of a block: the same calls as the candidate's, audits included, so that both sides
     pay the same harness inside the judge's clock; its outputs (timed, then audits) are the expected ones."""
-    start = time.perf_counter()
     timeout = judge.run_timeout() * 4 + 10 * (len(sets) + len(audits))
-    times, outs = judge.ref.time(list(sets) + list(audits), warmup, host_check, timeout, audit=list(before))
-    seconds = time.perf_counter() - start
+    sets_all = list(sets) + list(audits)
+    times, outs = judge.ref.time(sets_all, warmup, host_check, timeout, audit=list(before), hold_us=hold_us)
+    seconds = judge.ref.last["run_s"]  # the run alone: staging and fetching are outside the judge's clock
     if judge.opts.ref_fp64:  # the expected outputs come from the float64 copy
         outs = [judge.ref.expected(s, judge.run_timeout()) for s in [*sets[warmup:], *audits]]
-    return times, outs, seconds, getattr(judge.ref, "last_held", [])
+    return times, outs, seconds, getattr(judge.ref, "last_held", []), getattr(judge.ref, "last", {})
 
 
 def _check_outputs(judge: Judge, expected: list, got: list, sets: list) -> Verdict | None:
@@ -196,8 +201,8 @@ def interleaved(
     planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
     calls = calls or planned
     per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
-    sides = {side: {"times": [], "overheads": [], "held": []} for side in ("ref", "cand")}
-    done, block = 0, 0
+    sides = {side: {"times": [], "overheads": [], "held": [], "holds": []} for side in ("ref", "cand")}
+    done, block, hold_us = 0, 0, HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
     while done < calls:
         m = min(per_block, calls - done)
         warmup = judge.opts.warmup_calls if block == 0 else 1
@@ -210,9 +215,10 @@ def interleaved(
         results = {}
         for side in order:
             began = time.perf_counter()
-            got = _reference_block(judge, sets, warmup, host_check, audits, before) if side == "ref" else None
-            if side == "cand":
-                got = _candidate_block(judge, worker, sets, warmup, host_check, audits, before)
+            if side == "ref":
+                got = _reference_block(judge, sets, warmup, host_check, audits, before, hold_us)
+            else:
+                got = _candidate_block(judge, worker, sets, warmup, host_check, audits, before, hold_us)
                 if isinstance(got, Verdict):
                     return got
             results[side] = got
@@ -224,12 +230,15 @@ def interleaved(
         if wrong is not None:
             return wrong
         untimed = warmup + len(audits)  # calls inside the judge's clock but not in the reported times
-        for side, (times, _, seconds, held) in results.items():
+        for side, (times, _, seconds, held, extra) in results.items():
             sides[side]["times"] += times
             sides[side]["held"] += held
             sides[side]["overheads"].append(block_overhead(seconds * 1e3, times, untimed))
+            sides[side]["holds"].append(hold_us)
+            hold_notes(judge, side, extra)
+        hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
         done, block = done + m, block + 1
-    return sides
+    return same_hold(sides)
 
 
 def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:

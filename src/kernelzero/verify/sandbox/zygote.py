@@ -55,7 +55,9 @@ PRELOAD = ("torch", "kernelzero.verify.worker.__main__")
 # Only where a GPU is visible: a worker that interprets Triton (CPU) needs triton.language imported after
 # TRITON_INTERPRET is set (its own @jit functions become interpreted ones), and torch._dynamo imports Triton. Dynamo is
 # what the guards' first dispatch mode imports (worker/guards.py warm_dispatch: about 900 modules, 2.4 CPU-s on the
-# 2-core machine, 4-6 s of wall time in each standby worker on the loaded H200 host, 2026-12-03).
+# 2-core machine, 4-6 s of wall time in each standby worker on the loaded H200 host, 2026-12-03). Not
+# torch.utils.cpp_extension: importing it in the fork server initialised CUDA there (H200, 2026-12-04: every judge
+# forked after it failed with "Cannot re-initialize CUDA in forked subprocess").
 PRELOAD_GPU = ("triton", "triton.language", "torch._dynamo")
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4

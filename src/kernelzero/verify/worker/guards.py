@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelzero.verify.sandbox import channel
-from kernelzero.verify.worker import timing, watch
+from kernelzero.verify.worker import hold, timed_block, timing, watch
 from kernelzero.verify.worker.watch import HOST_COPY_MIN, ITEM_LIMIT, Watch, from_user_code
 
 ALLOWED_OPS = frozenset(
@@ -215,6 +215,12 @@ class Guards:
             "timing._clock": timing._clock,
             "timing._elapsed": timing._elapsed,
             "timing._sync": timing._sync,
+            "timed_block._clock": timed_block._clock,
+            "timed_block._elapsed": timed_block._elapsed,
+            "timed_block.run_calls": timed_block.run_calls,
+            "hold.Hold.wait": hold.Hold.wait,
+            "hold.Hold.next": hold.Hold.next,
+            "hold.Hold.end": hold.Hold.end,
             "torch.no_grad": torch.no_grad,
             "sys.modules[torch]": sys.modules.get("torch"),
         }

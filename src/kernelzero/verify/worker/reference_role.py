@@ -129,17 +129,17 @@ class ReferenceWorker(Worker):
             torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
         send_msg(self.out, {"ok": True, "values": structure}, tensors)
 
-    def time(self, req: dict[str, Any]) -> None:
+    def _timed(self, req: dict[str, Any], sets: list[list]) -> tuple[dict[str, Any], list]:
         """The candidate's timed protocol on the reference (under torch.compile with `compiled`)."""
         if not req.get("compiled"):
-            return super().time(req)
+            return super()._timed(req, sets)
         eager = self.model
         try:
             self.model = torch.compile(eager)
         except BaseException as exc:
-            return self.reply_error(exc, "timing")
+            return self.error_reply(exc, "timing"), []
         try:
-            super().time(req)
+            return super()._timed(req, sets)
         finally:
             self.model = eager
 

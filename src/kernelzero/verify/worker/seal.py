@@ -95,6 +95,36 @@ def _clean_loop() -> Callable:
     )
 
 
+_BATCH_SOURCE = """
+def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count):
+    values = []
+    for k in range(len(calls)):
+        args, modes = calls[k]
+        hold.wait()
+        t0 = clock()
+        for mode in modes:
+            mode.__enter__()
+        try:
+            starts[k].record(stream)
+            values.append(model(*args))
+            ends[k].record(stream)
+        finally:
+            for mode in reversed(modes):
+                mode.__exit__(None, None, None)
+        hold.next(ends[k])
+        spent.append(clock() - t0)
+        marks.append(count())
+    return values
+"""
+
+# A whole block of calls (warm-ups, timed calls, audits) in one hand-off to the runner thread, each behind the GPU
+# hold (worker/hold.py): `hold.wait()` returns once the hold has every SM, the start event, the forward's launches and
+# the end event are queued behind it, and `hold.next(end)` releases it, waits for the call (and the device) and queues the next one. Audit calls enter their
+# modes (the op recorder) around their forward alone; nothing else differs between an audit and a timed call.
+TIMED_BATCH = _clean(
+    _BATCH_SOURCE, "batch", {"range": range, "len": len, "reversed": reversed, "BaseException": BaseException}
+)
+
 # One timed call, run on the runner thread itself (worker/timing.py): the events and the host clock bracket the
 # candidate's forward there, so the hand-off between threads, the modes' entry and the worker's bookkeeping stay
 # outside the measured interval, which holds the forward's own Python, its launches and its kernels.

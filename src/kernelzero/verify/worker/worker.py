@@ -28,7 +28,9 @@ from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
 from kernelzero.verify.sandbox.channel_auth import signed_writer
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
+from kernelzero.verify.worker.hold import Hold
 from kernelzero.verify.worker.seal import TIMED_CALL, CleanRunner, seal
+from kernelzero.verify.worker.timed_block import not_tensors, output_tensors, time_block
 from kernelzero.verify.worker.timing import sync_and_clock, time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
@@ -70,6 +72,9 @@ class Worker:
         self.hooks: list = []  # the backends' worker hooks, installed before the candidate is imported
         self.module = None  # the imported candidate
         self.runner = CleanRunner()  # candidate code runs on this thread only (seal.py)
+        self.hold: Hold | None | bool = False  # the GPU hold (hold.py), built at the first timing; None: cannot run
+        self.staged: tuple | None = None  # a timing block's command and prepared sets (`time_stage`)
+        self.outputs: list = []  # the last staged block's outputs (`time_fetch`)
 
     def error_reply(self, exc: BaseException, stage: str) -> dict[str, Any]:
         return {
@@ -145,6 +150,8 @@ class Worker:
         try:
             torch.cuda.set_per_process_memory_fraction(req["gpu_mem_fraction"])
             torch.zeros(1, device=req["device"])
+            if self.hold is False:  # built here, while the GPU is shared, not in the timing's exclusive window
+                self.hold = Hold.create(req["device"])
         except BaseException as exc:  # the GPU, not the candidate: the judge blames it right (judge/faults.py)
             return {**self.error_reply(exc, "context"), "status": "oom" if classify(exc) == "oom" else "crash"}
         return None
@@ -218,7 +225,9 @@ class Worker:
             out = [hook.guard_input(x) if isinstance(x, torch.Tensor) else x for x in out]
         return out
 
-    def _forward(self, inputs: list[Any], modes: tuple = (), probe: tuple | None = None) -> list[torch.Tensor] | None:
+    def _forward(
+        self, inputs: list[Any], modes: tuple = (), probe: tuple | None = None, report: bool = True
+    ) -> list[torch.Tensor] | None:
         """The candidate's outputs for `inputs` (None after replying that they are not tensors); `probe`: a timed
         call's (start event, end event, host seconds list), bracketing the forward on the runner thread (timing.py)."""
         if probe is None:
@@ -228,20 +237,12 @@ class Worker:
             raw = self.runner.run(
                 TIMED_CALL, self.model, inputs, *probe[:2], sync, clock, probe[2], modes=(torch.no_grad(), *modes)
             )
-        outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
-        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-            kinds = ", ".join(type(o).__name__ for o in outs) or "nothing"
-            send_msg(
-                self.out,
-                {
-                    "ok": False,
-                    "status": "shape_mismatch",
-                    "stage": "correctness",
-                    "message": f"forward must return tensors, returned {kinds}",
-                    "log": "",
-                },
-            )
-            return None
+        outs = output_tensors(raw)
+        if outs is None:
+            failure = not_tensors(raw, "correctness")
+            if not report:  # a timing block replies once, at its end
+                raise RuntimeError(failure["message"])
+            send_msg(self.out, failure)
         return outs
 
     def run(self, req: dict[str, Any]) -> None:
@@ -284,7 +285,39 @@ class Worker:
             return self.reply_error(exc, "build")
         send_msg(self.out, {"ok": True, "records": records})
 
-    def time(self, req: dict[str, Any]) -> None:
+    def time_stage(self, req: dict[str, Any]) -> None:
+        """Take a timing block's input sets onto the device and keep them: the judge's clock for the block
+        (`time_run`) then holds no transfer."""
+        try:
+            self.staged = (req, [self._prepare(s) for s in req["sets"]])
+        except BaseException as exc:
+            return self.reply_error(exc, "timing")
+        send_msg(self.out, {"ok": True})
+
+    def time_run(self, req: dict[str, Any]) -> None:
+        """Run the staged block; reply with its times alone, keep its outputs for `time_fetch`."""
+        staged, self.staged = self.staged, None
+        reply, self.outputs = (
+            self._timed(*staged) if staged else (self.error_reply(RuntimeError("nothing staged"), "timing"), [])
+        )
+        send_msg(self.out, reply)
+
+    def time_fetch(self, req: dict[str, Any]) -> None:
+        """The last block's outputs (timed calls', then audits')."""
+        tensors, self.outputs = self.outputs, []
+        send_msg(self.out, {"ok": True, "n_tensors": len(tensors)}, tensors)
+
+    def _timed(self, req: dict[str, Any], sets: list[list]) -> tuple[dict[str, Any], list]:
+        """Warm-up calls, then timed calls, each behind the GPU hold (worker/timed_block.py); on a GPU where the hold
+        cannot run, each after a device-wide synchronise (`_time_synced`). (reply, output tensors)."""
+        if self.device.startswith("cuda"):
+            if self.hold is False:
+                self.hold = Hold.create(self.device)
+            if self.hold is None:
+                return self._time_synced(req, sets)
+        return time_block(self, req, sets, self.hold or None)
+
+    def _time_synced(self, req: dict[str, Any], sets: list[list]) -> tuple[dict[str, Any], list]:
         """Warm-up calls, then timed calls, each on an input set of its own (the judge drew every set fresh).
 
         `sets[:warmup]` are for the warm-up calls, then one set per timed call, then one per audit call. The
@@ -294,7 +327,6 @@ class Worker:
         drawn by the judge) run untimed with the PyTorch op recorder; host compute and probes of the watch state
         are seen on every call (worker/watch.py), so a candidate cannot safely compute with PyTorch when unwatched.
         """
-        sets = [self._prepare(s) for s in req["sets"]]
         warmup, audit = req["warmup"], dict(zip(req.get("audit", []), range(len(req.get("audit", []))), strict=True))
         first_audit = len(sets) - len(audit)
         outs: list[list[torch.Tensor]] = []
@@ -305,7 +337,7 @@ class Worker:
             if pos not in audit:
                 return
             with self.guards.observe(record_ops=True) as modes:
-                got = self._forward(sets[first_audit + audit[pos]], modes)
+                got = self._forward(sets[first_audit + audit[pos]], modes, report=False)
             if got is None or not self.guards.launches:
                 without_kernel.append(-1 - audit[pos])
             audit_ops.update(self.guards.last_ops)
@@ -313,7 +345,7 @@ class Worker:
 
         def call(pos: int, probe: tuple | None) -> None:
             with self.guards.observe(record_ops=False) as modes:
-                got = self._forward(sets[pos], modes, probe)
+                got = self._forward(sets[pos], modes, probe, report=False)
             if got is None:
                 raise RuntimeError("forward returned no tensors")
             if pos >= warmup:
@@ -328,7 +360,7 @@ class Worker:
             timed, keys = list(range(warmup, first_audit)), list(range(warmup))
             times = time_calls(call, timed, warmup, self.device, req["host_check"], audit_call, keys, held)
         except BaseException as exc:
-            return self.reply_error(exc, "timing")
+            return self.error_reply(exc, "timing"), []
         finally:
             watch.in_forward = False
             watch.end_call(len(sets))
@@ -342,5 +374,6 @@ class Worker:
             "torch_ops": sorted(audit_ops | set(host)),
             "probes": probes,
             "tampered": self.guards.tampered(),
+            "protocol": f"synced ({Hold.unavailable})",
         }
-        send_msg(self.out, reply, [t for got in outs + audited for t in got])
+        return reply, [t for got in outs + audited for t in got]

@@ -1,0 +1,224 @@
+"""The GPU hold: one kernel that takes every warp slot of every SM before each timed call, so the host's launch path
+stays out of the call's time and nothing on another stream runs where no clock sees it (worker/timing.py).
+
+Why. A timed call that starts its clock on an idle GPU counts the host's launch path (the forward's Python, Triton's
+launcher, ATen's dispatch) as kernel time: about 0.05-0.13 ms a call on the H200, the whole time of a small kernel
+(issue 26). `triton.testing.do_bench` hides that path behind its L2 flush, but the flush leaves SMs free for work a
+candidate puts on a stream of its own, which would then run before the start event and be seen by no clock.
+
+What the kernel does (`kz_hold`, compiled once per process with NVRTC through torch, launched through the driver):
+- a grid of exactly the blocks that fill every SM's thread slots (2 x 1024 threads per SM on Hopper;
+  `__launch_bounds__` keeps the registers within the SM's file), so while it runs no other block can be resident;
+- after each call the host releases the hold, waits for the call's end event, then for the whole device: the time
+  between the two is the work the call left running on other streams past its end event (its *outlive*, counted in
+  its time under the default profile, compared by the judge's `escaped_work` under the kernelbench one); the next hold
+  starts on an idle GPU. (Measured on the H200, 2026-12-04: a hold's own block-arrival spread does not see such work,
+  since the work's blocks not yet resident simply wait behind the hold and run after it, beside the next call.)
+- every block waits until all are resident; block 0 then tells the host (`started`, pinned host memory), and all
+  write the L2 flush buffer (256 MB: the L2 cache holds nothing of the previous call);
+- block 0 waits for the host's release (written after the forward's last launch and the end event are queued), and
+  for at least `min_ns` after the start; the others wait for block 0. Then the start event, the forward's kernels
+  and the end event run back to back on the GPU: the event interval holds the GPU's work alone.
+- A cap (`CAP_US`) ends every wait, so a forward that synchronises the device inside itself (which waits for the
+  hold while the hold waits for it) stalls for the cap and is then timed as it runs; such calls are counted
+  (`capped`).
+
+Boundaries. The flags and arrays live in the candidate's process and its code could write them: the hold takes the
+host's launch path out of honest kernels' times, it defends nothing on its own. The judge's clock bounds every block
+(judge/timing_checks.py `check_clock`), as before. Copy engines are not SMs: a copy the candidate queues on a stream
+of its own can overlap the hold; the static rules refuse CUDA streams in C++ sources (verify/static.py).
+
+`Hold.create(device)` returns None (with the reason in `Hold.unavailable`) where the kernel cannot be built or
+launched (no NVRTC, an older torch without `torch.cuda._compile_kernel`): the worker then times each call the older
+way (a device-wide synchronise before its start event).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import torch
+
+FLUSH_BYTES = 256 * 1024 * 1024
+CAP_US = 2000  # the longest any wait of the hold lasts (a forward that synchronises inside itself)
+HOST_WAIT_S = 60.0  # the host waits this long at most for a hold to start (a kernel before it may run long)
+_clock = time.perf_counter
+
+_SOURCE = r"""
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 kz_now() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+extern "C" __global__ void __launch_bounds__(KZ_THREADS, KZ_PER_SM)
+kz_hold(u32* state, volatile int* host, int4* flush, i64 flush_n, u32 gen, u32 min_ns, u32 cap_us)
+{
+    __shared__ u64 t_all;
+    const u64 cap = (u64)cap_us * 1000ull;
+    if (threadIdx.x == 0) {
+        const u64 t0 = kz_now();
+        atomicAdd(&state[0], 1u);
+        volatile u32* vs = state;
+        const u32 target = gen * gridDim.x;
+        int late = 0;
+        while ((int)(vs[0] - target) < 0) {
+            if (kz_now() - t0 > cap) { late = 1; break; }
+            __nanosleep(32);
+        }
+        t_all = kz_now();
+        if (blockIdx.x == 0) {
+            if (late) atomicAdd(&state[2], 1u);
+            host[0] = (int)gen;
+            __threadfence_system();
+        }
+    }
+    __syncthreads();
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    const int4 zero = make_int4(0, 0, 0, 0);
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < flush_n; i += stride) flush[i] = zero;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const u64 t1 = kz_now();
+        volatile u32* vs = state;
+        if (blockIdx.x == 0) {
+            while (host[1] != (int)gen || kz_now() - t_all < (u64)min_ns) {
+                if (kz_now() - t1 > cap) { atomicAdd(&state[2], 1u); break; }
+                __nanosleep(64);
+            }
+            __threadfence();
+            atomicExch(&state[1], gen);
+        } else {
+            while ((int)(vs[1] - gen) < 0) {
+                if (kz_now() - t1 > cap) break;
+                __nanosleep(64);
+            }
+        }
+    }
+    __syncthreads();
+}
+"""
+
+
+def kernel_source(threads: int, per_sm: int) -> str:
+    """The hold kernel's CUDA source for blocks of `threads`, `per_sm` of them on each SM."""
+    return _SOURCE.replace("KZ_THREADS", str(threads)).replace("KZ_PER_SM", str(per_sm))
+
+
+def _shape(props) -> tuple[int, int]:
+    """(threads a block, blocks an SM) that fill an SM's thread slots exactly."""
+    per_sm = int(getattr(props, "max_threads_per_multi_processor", 2048))
+    threads = next(t for t in (1024, 768, 512, 256, 128, 64, 32) if per_sm % t == 0)
+    return threads, per_sm // threads
+
+
+class Hold:
+    """One process's hold kernel and its flags (see the module docstring). Used by one thread at a time:
+    `begin(stream, mins_us)`, then per call `wait()` before the start event and `next(end)` after the end event,
+    then `end()` for each call's outlive (ms) and the number of capped holds."""
+
+    unavailable = ""
+
+    def __init__(self, device: str, kernel, launch) -> None:
+        props = torch.cuda.get_device_properties(torch.device(device))
+        self.threads, per_sm = _shape(props)
+        self.grid = props.multi_processor_count * per_sm
+        self.kernel, self.launch = kernel, launch
+        self.state = torch.zeros(4, dtype=torch.int32, device=device)  # [blocks arrived, released, capped, -]
+        self.flags_t = torch.zeros(2, dtype=torch.int32, pin_memory=True)
+        self.flags = self.flags_t.numpy()  # [started, release]: written by the GPU and by the host
+        self.flush = torch.empty(FLUSH_BYTES // 16, 4, dtype=torch.int32, device=device)
+        self.gen, self.capped, self.mins = 0, 0, [0.0]
+        self.slot, self.outlive, self.base_s = 0, [], 0.0
+        self._args = [
+            ctypes.c_void_p(self.state.data_ptr()),
+            ctypes.c_void_p(self.flags_t.data_ptr()),
+            ctypes.c_void_p(self.flush.data_ptr()),
+            ctypes.c_longlong(self.flush.shape[0]),
+            ctypes.c_uint(0),
+            ctypes.c_uint(0),
+            ctypes.c_uint(CAP_US),
+        ]
+        self._params = (ctypes.c_void_p * len(self._args))(*[ctypes.addressof(a) for a in self._args])
+        self._stream = ctypes.c_void_p(0)
+
+    @classmethod
+    def create(cls, device: str) -> Hold | None:
+        """The hold for `device`, tried once; None where it cannot run (`unavailable` says why)."""
+        try:
+            props = torch.cuda.get_device_properties(torch.device(device))
+            kernel = torch.cuda._compile_kernel(kernel_source(*_shape(props)), "kz_hold")
+            lib = ctypes.CDLL("libcuda.so.1")
+            launch = lib.cuLaunchKernel
+            launch.restype = ctypes.c_int
+            launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            hold = cls(device, kernel, launch)
+            hold.check()
+            return hold
+        except Exception as exc:  # noqa: BLE001 - any failure: time the older way, and say why
+            cls.unavailable = f"{type(exc).__name__}: {str(exc)[:300]}"
+            return None
+
+    def _launch(self) -> None:
+        self.gen += 1
+        self._args[4].value = self.gen
+        self._args[5].value = int(max(0.0, self.mins[self.slot]) * 1e3) if self.slot < len(self.mins) else 0
+        func = self.kernel.func
+        code = self.launch(func, self.grid, 1, 1, self.threads, 1, 1, 0, self._stream, self._params, None)
+        if code != 0:
+            raise RuntimeError(f"the GPU hold did not launch (CUDA driver error {code})")
+        self.slot += 1
+
+    def begin(self, stream: torch.cuda.Stream, mins_us: list[float]) -> None:
+        """Start a run of `len(mins_us) - 1` calls on `stream` (the hold before call k lasts at least `mins_us[k]`
+        microseconds): the first hold is launched."""
+        torch.cuda.synchronize()
+        self._stream.value = stream.cuda_stream
+        self.mins, self.slot, self.outlive = list(mins_us), 0, []
+        self._launch()
+
+    def wait(self) -> None:
+        """Until the current hold holds every SM (the previous call's work on all streams has ended)."""
+        flags, gen, give_up = self.flags, self.gen, _clock() + HOST_WAIT_S
+        while flags[0] != gen:
+            if _clock() > give_up:
+                raise RuntimeError("the GPU hold never started (the GPU is held by another program?)")
+
+    def next(self, end: torch.cuda.Event) -> None:
+        """Release the current hold (the call's launches and `end`, its end event, are queued behind it); wait for
+        the end event, then for the whole device: the seconds between the two are the call's outlive (work it left
+        on other streams); then queue the next hold on an idle GPU."""
+        self.flags[1] = self.gen
+        end.synchronize()
+        ended = _clock()
+        torch.cuda.synchronize()
+        self.outlive.append(_clock() - ended)
+        self._launch()
+
+    def end(self) -> tuple[list[float], int]:
+        """Release the last hold, wait for the device; (per call: ms its work outlived its end event, beyond an
+        empty call's; holds that hit the cap)."""
+        self.flags[1] = self.gen
+        torch.cuda.synchronize()
+        total = int(self.state[2].item())
+        capped, self.capped = total - self.capped, total
+        return [max(0.0, (s - self.base_s) * 1e3) for s in self.outlive], capped
+
+    def check(self) -> None:
+        """A few empty runs: the kernel launches, holds and lets go; an empty call's outlive (two synchronises on an
+        idle device) is the baseline taken off every call's."""
+        stream, spent = torch.cuda.current_stream(), []
+        for _ in range(5):
+            end = torch.cuda.Event()
+            self.begin(stream, [0.0, 0.0])
+            self.wait()
+            end.record(stream)
+            self.next(end)
+            spent += self.outlive
+            self.end()
+        self.base_s = sorted(spent)[len(spent) // 2]
