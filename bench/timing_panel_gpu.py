@@ -85,6 +85,21 @@ def _models(case: tp.Case, task, workdir: Path) -> tuple:
     return ref, new, [_to_cuda(x) for x in ref_mod.get_inputs()]
 
 
+def _launch_us(fn, calls: int = 50) -> float:
+    """Host microseconds a call's launch path takes in this process (no sandbox, no watch): the calls are queued
+    behind a 10 ms GPU sleep, so the GPU never paces them."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda._sleep(20_000_000)
+    began = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    spent = (time.perf_counter() - began) / calls * 1e6
+    torch.cuda.synchronize()
+    return spent
+
+
 def _timed(ref, new, inputs: list, rounds: int) -> tuple[float, float, bool]:
     import torch
     from triton.testing import do_bench
@@ -105,6 +120,9 @@ def _timed(ref, new, inputs: list, rounds: int) -> tuple[float, float, bool]:
             for _ in range(rounds):
                 times["ref"].append(do_bench(run_ref, warmup=50, rep=200, return_mode="median"))
                 times["cand"].append(do_bench(run_new, warmup=50, rep=200, return_mode="median"))
+            print(
+                f"  launch path here: cand {_launch_us(run_new):.1f} us, ref {_launch_us(run_ref):.1f} us", flush=True
+            )
     return statistics.median(times["cand"]), statistics.median(times["ref"]), match
 
 
@@ -144,6 +162,10 @@ def run_record(case: tp.Case, phase: str, verdict, seconds: float) -> dict:
         "speedup": verdict.speedup_eager,
         "cand_ms": timing.median_ms if timing else None,
         "ref_ms": ref.median_ms if ref else None,
+        "calls": getattr(timing, "calls", None),
+        "cand_p10_p90_ms": [getattr(timing, "p10_ms", None), getattr(timing, "p90_ms", None)],
+        "ref_p10_p90_ms": [getattr(ref, "p10_ms", None), getattr(ref, "p90_ms", None)],
+        "split": {k: v for k, v in (getattr(verdict, "stage_seconds", None) or {}).items() if k.startswith("call_")},
         "timing_check": verdict.timing_check[:120],
         "message": verdict.message[:300],
         "seconds": round(seconds, 1),
