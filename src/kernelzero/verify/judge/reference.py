@@ -171,7 +171,7 @@ class Reference:
             detail = f"{reply.get('message', '')}\n{reply.get('log', '')[-800:]}".strip()
             raise TaskBroken(f"the task itself is broken ({what}): {detail}")
         self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_checks.py)
-        self.last = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped")} | {"run_s": seconds}
+        self.last = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped", "events_ms")} | {"run_s": seconds}
         n = reply["n_out"]
         outs = [[t.to(self.device) for t in tensors[k * n : (k + 1) * n]] for k in range(len(sets) - warmup)]
         return list(reply["times_ms"]), outs

@@ -6,6 +6,7 @@ baseline sabotage (`sabotage`), work outliving the timed stream (`escaped_work`)
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 
@@ -173,3 +174,18 @@ def hold_notes(judge, side: str, extra: dict) -> None:
     for note in notes:
         if note not in judge.notes:
             judge.notes.append(note)
+
+
+def record_split(judge, sides: dict, hold_us: float) -> None:
+    """Where a timed call's reported time went, per side, in the verdict's `stage_seconds` (milliseconds, medians
+    over the timed calls, as the worker reported them): `call_event_ms_<side>` the event interval, `call_outlive_ms_<side>`
+    the host-measured rest (`held_ms` minus it), `call_launch_ms_<side>` the host's launch path (median over blocks), and
+    `call_hold_us` the GPU hold's last least length."""
+    for side, got in sides.items():
+        events, held = got.get("events") or [], got.get("held") or []
+        if not events or len(events) != len(held):
+            continue
+        judge.stage_s[f"call_event_ms_{side}"] = round(statistics.median(events), 6)
+        judge.stage_s[f"call_outlive_ms_{side}"] = round(statistics.median(h - e for h, e in zip(held, events)), 6)
+        judge.stage_s[f"call_launch_ms_{side}"] = round(statistics.median(got.get("launch") or [0.0]), 6)
+    judge.stage_s["call_hold_us"] = float(hold_us)

@@ -64,6 +64,7 @@ from kernelzero.verify.judge.timing_checks import (
     escaped_work,
     hold_notes,
     next_hold_us,
+    record_split,
     replay_suspected,
     sabotage,
     same_hold,
@@ -165,7 +166,7 @@ def _candidate_block(
         judge.fields["torch_ops"] = tuple(sorted(set(judge.fields.get("torch_ops", ())) | set(reply["torch_ops"])))
     n = reply["n_out"]
     outs = [judge.on_device(tensors[k * n : (k + 1) * n]) for k in range(timed + len(before))]
-    extra = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped")}
+    extra = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped", "events_ms")}
     return list(reply["times_ms"]), outs, seconds, list(reply.get("held_ms", [])), extra
 
 
@@ -201,7 +202,10 @@ def interleaved(
     planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
     calls = calls or planned
     per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
-    sides = {side: {"times": [], "overheads": [], "held": [], "holds": []} for side in ("ref", "cand")}
+    sides = {
+        side: {"times": [], "overheads": [], "held": [], "holds": [], "events": [], "launch": []}
+        for side in ("ref", "cand")
+    }
     done, block, hold_us = 0, 0, HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
     while done < calls:
         m = min(per_block, calls - done)
@@ -235,9 +239,12 @@ def interleaved(
             sides[side]["held"] += held
             sides[side]["overheads"].append(block_overhead(seconds * 1e3, times, untimed))
             sides[side]["holds"].append(hold_us)
+            sides[side]["events"] += list(extra.get("events_ms") or [])
+            sides[side]["launch"].append(float(extra.get("launch_ms") or 0.0))
             hold_notes(judge, side, extra)
         hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
         done, block = done + m, block + 1
+    record_split(judge, sides, hold_us)
     return same_hold(sides)
 
 

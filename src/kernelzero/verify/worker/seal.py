@@ -111,8 +111,8 @@ def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count):
         finally:
             for mode in reversed(modes):
                 mode.__exit__(None, None, None)
-        hold.next(ends[k])
         spent.append(clock() - t0)
+        hold.next(ends[k])
         marks.append(count())
     return values
 """

@@ -10,9 +10,11 @@ the op recorder, entered around its forward: the candidate cannot tell it from a
 dispatch mode stack (worker/watch.py reports that).
 
 Per timed call the reply has `times_ms` (the event interval; with `host_check` the event interval plus the outlive)
-and `held_ms` (always the event interval plus the outlive: the judge's `escaped_work` compares the two), the block's
-median host time per call from the hold's release to the next (`launch_ms`: what the forward's launch path costs on
-the host, which the judge uses to size `hold_us`), and how many holds hit their cap (`capped`: calls that
+and `held_ms` (always the event interval plus the outlive: the judge's `escaped_work` compares the two), `events_ms`
+(the event intervals alone: where a call's time went, for the record), the block's
+median host time per call from the hold's start to its release (`launch_ms`: what the forward's launch path costs
+on the host, which the judge uses to size `hold_us`; the wait for the call's GPU work is not in it, or each block's
+longer hold would lengthen the next one's, as it did up to the last step on the H200, 2026-12-04), and how many holds hit their cap (`capped`: calls that
 synchronised the device inside the forward).
 """
 
@@ -129,7 +131,7 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
                 watch.end_call(len(sets))
     except BaseException as exc:
         return worker.error_reply(exc, "timing"), []
-    outs, audited, without_kernel, times, held, spent = [], {}, 0, [], [], []
+    outs, audited, without_kernel, times, held, spent, events = [], {}, 0, [], [], [], []
     for k, ((index, kind), raw) in enumerate(zip(order, got["values"], strict=True)):
         tensors = output_tensors(raw)
         if tensors is None:
@@ -143,6 +145,7 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
             outs.append(tensors)
             spent.append(got["spent"][k] * 1e3)
             if got["events"]:
+                events.append(got["events"][k])
                 held.append(got["events"][k] + got["outlive"][k])
                 times.append(held[-1] if req["host_check"] else got["events"][k])
     host, probes = watch.take()
@@ -150,6 +153,7 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
         "ok": True,
         "times_ms": times,
         "held_ms": held,
+        "events_ms": events,
         "n_out": len(outs[0]) if outs else 0,
         "calls_without_kernel": without_kernel,
         "torch_ops": sorted(set(worker.guards.last_ops) | set(host)),
