@@ -210,3 +210,41 @@ def test_a_block_is_one_hand_off_with_the_recorder_on_audits_alone_and_events_ar
     assert gpu["launch_ms"] >= 2.0
     events = got["events_only"]
     assert [round(h - t, 6) for h, t in zip(events["held_ms"], events["times_ms"], strict=True)] == [0.5] * 3
+
+
+def test_a_runs_outlive_is_its_median_gap_beyond_its_empty_calls():
+    """Host wake-up tails on a minority of calls add nothing; work left behind by every call counts by its length."""
+    from kernelzero.verify.worker.hold import outlive_ms
+
+    base = 5e-6
+    assert outlive_ms([5e-6] * 7 + [40e-6] * 3, base) == 0.0
+    assert abs(outlive_ms([base + 230e-6 + j * 1e-6 for j in range(10)], base) - 0.235) < 1e-9
+    assert outlive_ms([2e-6] * 5, base) == 0.0
+    assert outlive_ms([], base) == 0.0
+
+
+def test_a_calls_launch_path_ends_at_the_holds_release():
+    """The launch path a block reports (`launch_ms`, which sizes the next block's hold) is the host's time from the
+    hold's start to its release: the wait for the call's GPU work after the release is not in it (it was, and each
+    block's hold lengthened the next one's to the last step on the H200)."""
+    import time
+
+    class SlowRelease:  # the GPU hold's stand-in: its release waits 30 ms for the call's work
+        def wait(self) -> None:
+            pass
+
+        def next(self, end=None) -> None:
+            time.sleep(0.03)
+
+    class Event:
+        def record(self, stream=None) -> None:
+            pass
+
+    spent, marks = [], []
+    calls = [((1.0,), ())] * 3
+    values = TIMED_BATCH(
+        lambda x: x * 2, calls, [Event()] * 3, [Event()] * 3, None, SlowRelease(), time.perf_counter, spent, marks,
+        lambda: len(marks),
+    )  # fmt: skip
+    assert values == [2.0] * 3 and marks == [0, 1, 2]
+    assert len(spent) == 3 and max(spent) < 0.01

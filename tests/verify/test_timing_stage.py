@@ -248,14 +248,14 @@ def _planning_judge(ref_ms: float, timed_calls: int = 30, budget_s: float = 0.3)
 
 
 def test_a_block_bound_caps_the_calls_of_mid_sized_sets_and_never_goes_below_the_profiles():
-    from kernelzero.verify.judge.timing_stage import MAX_BLOCKS, MAX_CALLS, plan_calls
+    from kernelzero.verify.judge.timing_stage import MAX_BLOCKS, MAX_CALLS, MIN_BLOCKS, plan_calls
 
     mib = 1 << 20
     # 32 MiB in, 32 MiB out: two calls a block; a 0.02 ms kernel would fill the budget with MAX_CALLS calls
     calls, per_block = plan_calls(_planning_judge(0.02), 32 * mib, 32 * mib)
     assert per_block == 2 and calls == max(30, 2 * MAX_BLOCKS) < MAX_CALLS
-    # small sets: the whole budget in two blocks, as before
-    assert plan_calls(_planning_judge(0.02), 1 << 10, 1 << 10) == (MAX_CALLS, MAX_CALLS // 2)
+    # small sets: the whole budget in MIN_BLOCKS blocks (the clock check's median needs that many)
+    assert plan_calls(_planning_judge(0.02), 1 << 10, 1 << 10) == (MAX_CALLS, MAX_CALLS // MIN_BLOCKS)
     # huge sets (one call a block): the profile's timed calls all the same
     assert plan_calls(_planning_judge(0.02, timed_calls=100), 512 * mib, 512 * mib)[0] == 100
 

@@ -78,7 +78,10 @@ if TYPE_CHECKING:
     from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
 MAX_CALLS = 200  # timed calls per side at most
-MIN_BLOCKS = 2  # blocks per side at least (the overhead's noise needs two)
+# Blocks per side at least: the clock check takes the median of the blocks' paired overhead excess, and with two a
+# single slow block (the first one's warm-up stall) was half of it: one run in six of honest small kernels was
+# "corrected" by 15-525 us a call on the H200 (2026-12-04).
+MIN_BLOCKS = 4
 # Blocks per side at most, once the profile's timed calls are in: each block costs its draws, round trips and output
 # checks, so a 0.02 ms kernel on 32 MiB sets (2 calls a block) planned 200 calls in 100 blocks while holding the GPU
 # alone. In the H200 gate (2026-12-02) a candidate's exclusive timing took a median 2.7 s at 0.05 s a side; how much

@@ -10,9 +10,9 @@ What the kernel does (`kz_hold`, compiled once per process with NVRTC through to
 - a grid of exactly the blocks that fill every SM's thread slots (2 x 1024 threads per SM on Hopper;
   `__launch_bounds__` keeps the registers within the SM's file), so while it runs no other block can be resident;
 - after each call the host releases the hold, waits for the call's end event, then for the whole device: the time
-  between the two, less the median of the same gap over `CALIBRATE` empty calls made at the start of the run behind
-  holds of the same length, is the work the call left running on other streams past its end event (its *outlive*, counted in
-  its time under the default profile, compared by the judge's `escaped_work` under the kernelbench one); the next hold
+  between the two is the work the call left running on other streams past its end event; a run's *outlive* is the
+  median of its calls' gaps less the median over `CALIBRATE` empty calls made at its start behind holds of the same
+  length (`outlive_ms`), added to each of its calls under the default profile, compared by the judge's `escaped_work` under the kernelbench one); the next hold
   starts on an idle GPU. (Measured on the H200, 2026-12-04: a hold's own block-arrival spread does not see such work,
   since the work's blocks not yet resident simply wait behind the hold and run after it, beside the next call.)
 - every block waits until all are resident; block 0 then tells the host (`started`, pinned host memory), and all
@@ -105,6 +105,18 @@ kz_hold(u32* state, volatile int* host, int4* flush, i64 flush_n, u32 gen, u32 m
     __syncthreads();
 }
 """
+
+
+def outlive_ms(gaps_s: list[float], base_s: float) -> float:
+    """A run's outlive per call, ms: the median of its calls' gaps (end event to an idle device, host seconds) less
+    the median gap of the run's empty calls (`base_s`), at least 0. A median, not each call's own gap: the gap is the
+    host's wake-up, whose tail (p90 1-40 us on the H200, longer behind longer holds) would otherwise be added to
+    every call it hits, so that honest kernels of 4-60 us read 2-30 us slow and vary by that between runs
+    (2026-12-04); work a forward leaves behind on every call moves the median by its length."""
+    if not gaps_s:
+        return 0.0
+    ordered = sorted(gaps_s)
+    return max(0.0, (ordered[len(ordered) // 2] - base_s) * 1e3)
 
 
 def kernel_source(threads: int, per_sm: int) -> str:
@@ -215,13 +227,13 @@ class Hold:
         self._launch()
 
     def end(self) -> tuple[list[float], int]:
-        """Release the last hold, wait for the device; (per call: ms its work outlived its end event, beyond an
-        empty call's; holds that hit the cap)."""
+        """Release the last hold, wait for the device; (per call: ms the run's work outlived its end events, beyond
+        an empty call's (`outlive_ms`, the same for every call of the run); holds that hit the cap)."""
         self.flags[1] = self.gen
         torch.cuda.synchronize()
         total = int(self.state[2].item())
         capped, self.capped = total - self.capped, total
-        return [max(0.0, (s - self.base_s) * 1e3) for s in self.outlive], capped
+        return [outlive_ms(self.outlive, self.base_s)] * len(self.outlive), capped
 
     def check(self) -> None:
         """One empty run: the kernel launches, holds and lets go (its calibration sets the first baseline)."""
