@@ -13,8 +13,9 @@ What the kernel does (`kz_hold`, compiled once per process with NVRTC through to
   between the two is the work the call left running on other streams past its end event; a run's *outlive* is the
   median of its calls' gaps less the median over `CALIBRATE` empty calls made at its start behind holds of the same
   length (`outlive_ms`), added to each of its calls under the default profile and compared by the judge's
-  `escaped_work` under the kernelbench one; the next hold starts on an idle GPU. (Measured on the H200, 2026-12-04: a hold's own block-arrival spread does not see such work,
-  since the work's blocks not yet resident simply wait behind the hold and run after it, beside the next call.)
+  `escaped_work` under the kernelbench one; the next hold starts on an idle GPU. (Measured on the H200, 2026-12-04:
+  a hold's own block-arrival spread does not see such work, since the work's blocks not yet resident simply wait
+  behind the hold and run after it, beside the next call.)
 - every block waits until all are resident; block 0 then tells the host (`started`, pinned host memory), and all
   write the L2 flush buffer (256 MB: the L2 cache holds nothing of the previous call);
 - block 0 waits for the host's release (written after the forward's last launch and the end event are queued), and
