@@ -226,6 +226,7 @@ def test_a_candidate_that_replays_until_it_sees_a_fresh_set_is_credited_its_seco
     verdicts = []
     judge = SimpleNamespace(
         opts=opts,
+        device="cpu",  # no floor batch (judge/floor.py: GPU only) in this arithmetic
         fields={},
         notes=[],
         solo_ref=None,

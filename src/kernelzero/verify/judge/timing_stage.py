@@ -13,13 +13,13 @@ Only correct candidates reach this stage, and only while their judge holds the G
   order ABBA (drift cancels), each side on the same input sets. The number of calls fills a time budget
   (`timing_budget_s` per side, at least the profile's `timed_calls`, at most `MAX_CALLS`).
 - **The judge's clock bounds the reported times.** The per-call times come from the worker's CUDA events and host
-  clock, inside the candidate's process, so they are a claim. The judge times every block itself from sending the
-  command to reading the reply. For each block, overhead = (judge's block time - reported times - untimed calls
-  at the side's median) / timed calls (`block_overhead`); the
-  candidate's overhead may exceed the reference's on the same block by at most the noise of the reference's own
-  overhead between blocks (and a floor of `OVERHEAD_FLOOR_MS` + 2% of a call). Beyond that, the candidate's times are
-  corrected by the excess (its speed is what the judge's clock saw) and `timing_check` says so. Host load slows both
-  sides' overheads alike; it does not move the speedup.
+  clock, inside the candidate's process, so they are a claim. Where a batch of the candidate's calls captured in a
+  CUDA graph runs long enough in the judge's own clock, that is its floor (judge/floor.py, taken last). Elsewhere the
+  judge times every block from sending the command to reading the reply: overhead = (judge's block time - reported
+  times - untimed calls at the side's median) / timed calls (`block_overhead`); the candidate's overhead may exceed
+  the reference's on the same block by at most the noise of the reference's own overhead between blocks (and a floor
+  of `OVERHEAD_FLOOR_MS` + 2% of a call). Beyond that, the candidate's times are corrected by the excess and
+  `timing_check` says so. Host load slows both sides' overheads alike; it does not move the speedup.
 - **Confidence.** The speedup is the ratio of the profile's statistic (median; mean for kernelbench) with a 95%
   bootstrap interval over the per-call times (`Verdict.speedup_ci`). Calls under `LAUNCH_BOUND_MS` are flagged:
   their times are dominated by launch overhead, and the speedup is not resolvable there.
@@ -55,6 +55,7 @@ import torch
 from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
+from kernelzero.verify.judge.floor import apply_floor, floor_step
 from kernelzero.verify.judge.reference import staged_time
 from kernelzero.verify.judge.timing_checks import (
     HOLD_STEPS_US,
@@ -248,6 +249,7 @@ def interleaved(
         hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
         done, block = done + m, block + 1
     record_split(judge, sides, hold_us)
+    sides["cand"]["bytes"] = (_bytes_of(probe), _bytes_of(expected))
     return same_hold(sides)
 
 
@@ -261,7 +263,7 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     judge.timed("timing", start)
     if isinstance(sides, Verdict):
         return sides
-    checked = _checked(judge, sides, profile.statistic, host_check)
+    first, checked = sides, _checked(judge, sides, profile.statistic, host_check)
     if isinstance(checked, Verdict):
         return checked
     speedup = checked[2]
@@ -273,10 +275,17 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
             sides, checked = replayed, _checked(judge, replayed, profile.statistic, host_check)
             if isinstance(checked, Verdict):
                 return checked
+    compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
+    floor = floor_step(judge, worker, first, _draw, _check_outputs, BLOCK_BYTES) if judge.device == "cuda" else None
+    if isinstance(floor, Verdict):
+        return floor
+    if apply_floor(sides["cand"]["times"], profile.statistic, floor) is not None:
+        checked = _checked(judge, sides, profile.statistic, host_check, floor)
+        if isinstance(checked, Verdict):
+            return checked
     timing, eager, speedup, cand_times, check = checked
     if min(eager.median_ms, timing.median_ms) < LAUNCH_BOUND_MS:
         judge.notes.append(f"launch-bound (a call under {LAUNCH_BOUND_MS * 1e3:.0f} us): speedup not resolvable")
-    compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
     if speedup is not None and speedup > judge.opts.speedup_cap and not judge.opts.confirming:
         rejected = confirm_speedup(judge, speedup)
         if rejected is not None:
@@ -298,10 +307,10 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     )
 
 
-def _checked(judge: Judge, sides: dict, statistic: str, host_check: bool) -> Verdict | tuple:
-    """One interleaved timing's numbers after the judge's clock, sabotage and escaped-work checks: (timing, eager,
-    speedup, the candidate's corrected times, the clock check's words), or the verdict a check reached."""
-    extra, check = check_clock(sides)
+def _checked(judge: Judge, sides: dict, statistic: str, host_check: bool, floor=None) -> Verdict | tuple:
+    """One interleaved timing's numbers after the judge's floor (or its clock check), sabotage and escaped-work
+    checks: (timing, eager, speedup, the candidate's corrected times, the words), or the verdict a check reached."""
+    extra, check = apply_floor(sides["cand"]["times"], statistic, floor) or check_clock(sides)
     cand_times = [t + extra for t in sides["cand"]["times"]]
     timing, eager = summarise(cand_times), summarise(sides["ref"]["times"])
     slowed = sabotage(judge.solo_ref, eager)

@@ -125,6 +125,19 @@ TIMED_BATCH = _clean(
     _BATCH_SOURCE, "batch", {"range": range, "len": len, "reversed": reversed, "BaseException": BaseException}
 )
 
+# A floor batch's capture (worker/floor.py): the forward once per placeholder set, inside `capture` (the
+# `torch.cuda.graph` context the worker made), on the runner thread; the raw outputs appended to `raw`.
+CAPTURE_BATCH = _clean(
+    """
+def capture(model, sets, capture, raw):
+    with capture:
+        for args in sets:
+            raw.append(model(*args))
+""",
+    "capture",
+    {},
+)
+
 # One timed call, run on the runner thread itself (worker/timing.py): the events and the host clock bracket the
 # candidate's forward there, so the hand-off between threads, the modes' entry and the worker's bookkeeping stay
 # outside the measured interval, which holds the forward's own Python, its launches and its kernels.

@@ -27,6 +27,7 @@ import torch
 from kernelzero.verify.sandbox.channel import FileTensor, pin_classes, send_msg
 from kernelzero.verify.sandbox.channel_auth import signed_writer
 from kernelzero.verify.sandbox.cuda_ipc import IpcTensor, open_lent
+from kernelzero.verify.worker import floor
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
 from kernelzero.verify.worker.hold import Hold
 from kernelzero.verify.worker.seal import TIMED_CALL, CleanRunner, seal
@@ -290,6 +291,8 @@ class Worker:
         (`time_run`) then holds no transfer."""
         try:
             self.staged = (req, [self._prepare(s) for s in req["sets"]])
+            if req.get("floor"):  # a floor batch: captured now, replayed by `time_run` (worker/floor.py)
+                self.staged = (req, floor.stage(self, self.staged[1]))
         except BaseException as exc:
             return self.reply_error(exc, "timing")
         send_msg(self.out, {"ok": True})
@@ -297,6 +300,11 @@ class Worker:
     def time_run(self, req: dict[str, Any]) -> None:
         """Run the staged block; reply with its times alone, keep its outputs for `time_fetch`."""
         staged, self.staged = self.staged, None
+        if staged and staged[0].get("floor"):
+            batch, why = staged[1]
+            reply = floor.run(batch) if batch is not None else {"ok": True, "floor_calls": 0, "unavailable": why}
+            self.outputs = floor.outputs(batch) if batch is not None else []
+            return send_msg(self.out, reply)
         reply, self.outputs = (
             self._timed(*staged) if staged else (self.error_reply(RuntimeError("nothing staged"), "timing"), [])
         )

@@ -1,0 +1,126 @@
+"""The judge's floor under a candidate's per-call time (issue 26, item 1): a batch of its calls on fresh sets,
+captured in a CUDA graph and replayed inside the judge's own clock (worker/floor.py), whose outputs are checked like
+every timed call's. Nothing the candidate's process reports enters it: the judge's time for the replay, less its own
+round trip with nothing replayed, over the calls.
+
+Why a graph. On the H200 (2026-12-04, bench/verify.md) a batch of eager calls was bound by the host's launch path (in
+the sandboxed worker 30-300 us a call, above a 62 us softmax's kernel); a graph has no launch path, and back to back
+its calls ran within 3% under their time behind the GPU hold from about 30 us up (0.82 for a 12 us ReLU).
+
+- **Size**: as many calls as reach `FLOOR_MS` of GPU work at the candidate's reported rate, at most `FLOOR_CALLS`,
+  and no more than one timing block's bytes (`timing_stage.BLOCK_BYTES`: each call's sets and outputs, and the
+  placeholders the capture used). Small sets get the whole batch; a 64 MB set gets one or two calls.
+- **Round trip**: the judge's time for `ROUND_TRIPS` empty floor batches on the same worker; the largest is taken off
+  (a floor on the low side leaves an honest kernel alone).
+- **Use** (`apply_floor`): where the batch's GPU time is at least `LONG_ENOUGH` times the round trip, the floor
+  replaces the clock check (judge/timing_checks.py `check_clock`, whose block overheads carry the host's noise): the
+  candidate's statistic is raised to the floor when the floor exceeds it by more than `FLOOR_TOLERANCE`; otherwise
+  the clock check decides, as before, and the floor is recorded.
+- **Last**: taken after every other timing check (the recurring inputs, the compiled reference), so a forward the
+  graph cannot capture disturbs none of them; the 10x cap's second verification then sees the floored speedup.
+- **No floor** when either side's forward cannot be captured (a synchronise or host read in it, a stream the capture
+  does not follow): the clock check decides, and a note says why.
+
+Records: `take_floor` returns None (no floor; a note says why), a Verdict (an output of the floor batch was wrong),
+or `{"cand_ms", "ref_ms", "calls", "round_trip_ms", "batch_ms"}`; `apply_floor` returns (ms added to each candidate
+call, the words for `Verdict.timing_check`), or None where the clock check decides.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kernelzero.types import Verdict
+from kernelzero.verify.judge.reference import staged_time
+
+if TYPE_CHECKING:
+    from kernelzero.verify.judge.judge import Judge
+    from kernelzero.verify.sandbox.worker_process import WorkerProcess
+
+FLOOR_MS = 20.0  # GPU time a floor batch aims at
+FLOOR_CALLS = 2048  # calls in a floor batch at most
+ROUND_TRIPS = 3  # empty floor batches timed per side for the judge's own round trip
+LONG_ENOUGH = 10.0  # batch GPU time / round trip at which the floor replaces the clock check
+FLOOR_TOLERANCE = 0.03  # the floor may exceed the candidate's statistic by this share before it is raised
+
+
+def floor_calls(set_bytes: int, out_bytes: int, per_call_ms: float, block_bytes: int) -> int:
+    """Calls in a floor batch (see the docstring's Size)."""
+    fits = block_bytes // max(1, 3 * set_bytes + 2 * out_bytes)  # sets, placeholders, staged copies; outputs twice
+    want = math.ceil(FLOOR_MS / max(per_call_ms, 1e-4))
+    return max(1, min(FLOOR_CALLS, fits, want))
+
+
+def _side(worker: WorkerProcess, sets: list, timeout_s: float, what: str) -> tuple[float, float, list, str]:
+    """(per-call ms, round trip ms, output tensors, why there is none) of one side's floor batch on `sets`."""
+    trips = []
+    for _ in range(ROUND_TRIPS):
+        reply, _, seconds = staged_time(worker, {"sets": [], "floor": True}, timeout_s, what)
+        if not reply.get("ok"):
+            return 0.0, 0.0, [], str(reply.get("message") or "the empty floor batch failed")
+        trips.append(seconds * 1e3)
+    reply, tensors, seconds = staged_time(worker, {"sets": sets, "floor": True}, timeout_s, what)
+    if not reply.get("ok"):
+        return 0.0, 0.0, [], str(reply.get("message") or "the floor batch failed")
+    if reply.get("unavailable"):
+        return 0.0, 0.0, [], str(reply["unavailable"])
+    round_trip = max(trips)
+    return max(0.0, seconds * 1e3 - round_trip) / len(sets), round_trip, tensors, ""
+
+
+def take_floor(
+    judge: Judge, worker: WorkerProcess, sets: list, check: Callable[[list, list, list], Verdict | None]
+) -> dict | Verdict | None:
+    """Both sides' floor batches on `sets` (the reference's first: its outputs are the expected ones), the
+    candidate's outputs checked by `check(expected, got, sets)`; see the module docstring's Records."""
+    timeout = judge.run_timeout() * 4 + 10 * len(sets)
+    ref_ms, _, ref_out, why = _side(judge.ref.worker, sets, timeout, "the reference's floor batch")
+    if not why:
+        cand_ms, trip, cand_out, why = _side(worker, sets, timeout, "the floor batch")
+    if why:
+        judge.notes.append(f"no floor from the judge's clock (a forward not captured in a CUDA graph: {why[:200]})")
+        return None
+    n_ref, n_cand = len(ref_out) // len(sets), len(cand_out) // len(sets)
+    if n_ref * len(sets) != len(ref_out) or n_cand != n_ref or n_cand * len(sets) != len(cand_out):
+        return judge.verdict("shape_mismatch", "timing", "the floor batch's outputs do not match the reference's")
+    expected = [judge.on_device(ref_out[k * n_ref : (k + 1) * n_ref]) for k in range(len(sets))]
+    if judge.opts.ref_fp64:
+        expected = [judge.ref.expected(s, judge.run_timeout()) for s in sets]
+    got = [judge.on_device(cand_out[k * n_cand : (k + 1) * n_cand]) for k in range(len(sets))]
+    wrong = check(expected, got, sets)
+    if wrong is not None:
+        return wrong
+    floor = {"cand_ms": cand_ms, "ref_ms": ref_ms, "calls": len(sets), "round_trip_ms": trip}
+    floor["batch_ms"] = cand_ms * len(sets)
+    for key, value in floor.items():
+        judge.stage_s[f"floor_{key}"] = round(float(value), 6)
+    return floor
+
+
+def floor_step(judge: Judge, worker: WorkerProcess, sides: dict, draw: Callable, check: Callable, block_bytes: int):
+    """The floor for an interleaved timing (`sides`, with the candidate's set and output bytes): fresh sets drawn by
+    `draw(judge, count, fresh=True)`, sized from the candidate's reported rate, checked by `check(judge, expected,
+    got, sets)`; what `take_floor` returns."""
+    set_bytes, out_bytes = sides["cand"]["bytes"]
+    per_call = statistics.median(sides["cand"]["times"]) if sides["cand"]["times"] else 1.0
+    sets = draw(judge, floor_calls(set_bytes, out_bytes, per_call, block_bytes), fresh=True)
+    return take_floor(judge, worker, sets, lambda want, got, inputs: check(judge, want, got, inputs))
+
+
+def apply_floor(times: list[float], statistic: str, floor: dict | None) -> tuple[float, str] | None:
+    """(ms to add to each candidate call, the words) from the floor, or None where the clock check decides."""
+    if not floor or not times or floor["batch_ms"] < LONG_ENOUGH * floor["round_trip_ms"]:
+        return None
+    reported = statistics.median(times) if statistic == "median" else statistics.fmean(times)
+    seen = (
+        f"the judge's clock saw {floor['cand_ms'] * 1e3:.1f} us a call over {floor['calls']} calls replayed in a CUDA "
+        f"graph (its own round trip {floor['round_trip_ms'] / max(floor['batch_ms'], 1e-9):.1%} of the batch)"
+    )
+    if floor["cand_ms"] <= reported * (1 + FLOOR_TOLERANCE):
+        return 0.0, f"confirmed by the judge's floor: {seen}, the candidate reported {reported * 1e3:.1f} us"
+    return floor[
+        "cand_ms"
+    ] - reported, f"raised to the judge's floor: {seen}, the candidate reported {reported * 1e3:.1f} us"
