@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
 FLOOR_MS = 20.0  # GPU time a floor batch aims at
-FLOOR_CALLS = 2048  # calls in a floor batch at most
+FLOOR_CALLS = 512  # calls in a floor batch at most (each costs a set drawn and an output sent and checked)
 ROUND_TRIPS = 3  # empty floor batches timed per side for the judge's own round trip
 LONG_ENOUGH = 10.0  # batch GPU time / round trip at which the floor replaces the clock check
 FLOOR_TOLERANCE = 0.03  # the floor may exceed the candidate's statistic by this share before it is raised
