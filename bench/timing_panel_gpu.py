@@ -165,7 +165,11 @@ def run_record(case: tp.Case, phase: str, verdict, seconds: float) -> dict:
         "calls": getattr(timing, "calls", None),
         "cand_p10_p90_ms": [getattr(timing, "p10_ms", None), getattr(timing, "p90_ms", None)],
         "ref_p10_p90_ms": [getattr(ref, "p10_ms", None), getattr(ref, "p90_ms", None)],
-        "split": {k: v for k, v in (getattr(verdict, "stage_seconds", None) or {}).items() if k.startswith("call_")},
+        "split": {
+            k: v
+            for k, v in (getattr(verdict, "stage_seconds", None) or {}).items()
+            if k.startswith(("call_", "floor_"))
+        },
         "timing_check": verdict.timing_check[:120],
         "message": verdict.message[:300],
         "seconds": round(seconds, 1),
