@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 
 from kernelzero.types import Verdict
 from kernelzero.verify.judge.reference import staged_time
+from kernelzero.verify.judge.task_source import TaskBroken
+from kernelzero.verify.sandbox.worker_process import WorkerDied
 
 if TYPE_CHECKING:
     from kernelzero.verify.judge.judge import Judge
@@ -77,7 +79,10 @@ def take_floor(
     """Both sides' floor batches on `sets` (the reference's first: its outputs are the expected ones), the
     candidate's outputs checked by `check(expected, got, sets)`; see the module docstring's Records."""
     timeout = judge.run_timeout() * 4 + 10 * len(sets)
-    ref_ms, _, ref_out, why = _side(judge.ref.worker, sets, timeout, "the reference's floor batch")
+    try:
+        ref_ms, _, ref_out, why = _side(judge.ref.worker, sets, timeout, "the reference's floor batch")
+    except WorkerDied as exc:  # the task's own forward, captured: the task's fault, as everywhere (judge/reference.py)
+        raise TaskBroken(f"the task's reference process failed during its floor batch ({exc.status}): {exc}") from None
     if not why:
         cand_ms, trip, cand_out, why = _side(worker, sets, timeout, "the floor batch")
     if why:
