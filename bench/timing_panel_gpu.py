@@ -171,6 +171,7 @@ def run_record(case: tp.Case, phase: str, verdict, seconds: float) -> dict:
             if k.startswith(("call_", "floor_"))
         },
         "timing_check": verdict.timing_check[:120],
+        "notes": [str(n)[:160] for n in (getattr(verdict, "notes", None) or ())][:4],
         "message": verdict.message[:300],
         "seconds": round(seconds, 1),
     }
