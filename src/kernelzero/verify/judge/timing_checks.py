@@ -178,9 +178,9 @@ def hold_notes(judge, side: str, extra: dict) -> None:
 
 def record_split(judge, sides: dict, hold_us: float) -> None:
     """Where a timed call's reported time went, per side, in the verdict's `stage_seconds` (milliseconds, medians
-    over the timed calls, as the worker reported them): `call_event_ms_<side>` the event interval, `call_outlive_ms_<side>`
-    the host-measured rest (`held_ms` minus it), `call_launch_ms_<side>` the host's launch path (median over blocks), and
-    `call_hold_us` the GPU hold's last least length."""
+    over the timed calls, as the worker reported them): `call_event_ms_<side>` the event interval,
+    `call_outlive_ms_<side>` the host-measured rest (`held_ms` minus it), `call_launch_ms_<side>` the host's launch
+    path (median over blocks), and `call_hold_us` the GPU hold's last least length."""
     for side, got in sides.items():
         events, held = got.get("events") or [], got.get("held") or []
         if not events or len(events) != len(held):
