@@ -243,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--pool-per-gpu", type=int, default=6, help="the loaded pool's verifications in flight on the GPU")
     p.add_argument("--loaded-s", type=float, default=150.0, help="seconds of the budget kept for the loaded pool")
+    p.add_argument(
+        "--profile",
+        default="default",
+        choices=("default", "strict", "kernelbench"),
+        help="the verifier's profile for kernelzero's runs (kernelbench: KernelBench's protocol, mean of 100 calls)",
+    )
     p.add_argument("--dry-run", action="store_true", help="CPU: load and check every case, print the plan, run nothing")
     args = p.parse_args(argv)
     start = time.monotonic()

@@ -210,7 +210,7 @@ def unloaded_case(case: tp.Case, task, args, clock: Clock, log, reserve_s: float
         if not clock.fits(1.2, reserve_s):
             break
         start = time.monotonic()
-        v = verify(task, source, case.backend, options_for(device="cuda"))
+        v = verify(task, source, case.backend, options_for(args.profile, device="cuda"))
         clock.seconds.append(time.monotonic() - start)
         runs.append(log(run_record(case, "kz", v, clock.seconds[-1])))
         r = runs[-1]
@@ -227,7 +227,7 @@ def loaded_phase(rows: list[Row], args, clock: Clock, log) -> None:
     from kernelzero.service.pool import LocalPool, VerifyRequest
     from kernelzero.verify import options_for
 
-    opts = options_for(device="cuda")
+    opts = options_for(args.profile, device="cuda")
     pool = LocalPool(per_gpu=args.pool_per_gpu, build_jobs=1)
     todo: queue.Queue = queue.Queue()
     for _ in range(args.loaded_repeats):
@@ -320,7 +320,7 @@ def measure(args, cases: list[tp.Case], tasks: dict, start: float) -> int:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = (
         f"Timing fidelity panel, {stamp}, commit {_commit()}, {torch.cuda.get_device_name()}, torch "
-        f"{torch.__version__}, Triton {triton.__version__}; {args.repeats} fresh runs a case, {args.loaded_repeats} "
+        f"{torch.__version__}, Triton {triton.__version__}; profile {args.profile}, {args.repeats} fresh runs a case, {args.loaded_repeats} "
         f"in a pool of {args.pool_per_gpu} lanes, budget {args.budget_s:g} s\n\n{tp.HEADER}\n"
     )
     jsonl = args.out.with_suffix(".jsonl") if args.out else None

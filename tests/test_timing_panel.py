@@ -183,7 +183,14 @@ def _measure(
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "fake GPU")
     out = tmp_path / "panel.md"
     args = argparse.Namespace(
-        dataset=str(data), out=out, budget_s=budget_s, repeats=3, loaded_repeats=2, pool_per_gpu=3, loaded_s=1.0
+        dataset=str(data),
+        out=out,
+        budget_s=budget_s,
+        repeats=3,
+        loaded_repeats=2,
+        pool_per_gpu=3,
+        loaded_s=1.0,
+        profile="default",
     )
     chosen = tp.pick(cases)
     tasks, problems = tp.plan(str(data), chosen)
@@ -198,7 +205,7 @@ def test_measure_writes_rows_then_the_loaded_column(tmp_path: Path, monkeypatch)
     _FakePool.made = []
     text, records, calls = _measure(tmp_path, monkeypatch, 200.0, "swish,rmsnorm_cuda")
     rows = [line for line in text.splitlines() if line.startswith("| swish") or line.startswith("| rmsnorm_cuda")]
-    assert len(rows) == 2 and "pending" not in text
+    assert len(rows) == 2 and "pending" not in text and "; profile default, 3 fresh runs a case" in text
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[5] == "2.000" and cells[7] == "2.000, 2.000, 2.000" and cells[10] == "+0.0%"
     assert cells[12] == "1.920, 1.920" and cells[13] == "-4.0%" and cells[14] == "yes"  # 1 ms: within 5%
