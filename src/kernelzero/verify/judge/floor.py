@@ -10,8 +10,10 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
 - **Size**: as many calls as reach `FLOOR_MS` of GPU work at the candidate's reported rate, at most `FLOOR_CALLS`,
   and no more than one timing block's bytes (`timing_stage.BLOCK_BYTES`: each call's sets and outputs, and the
   placeholders the capture used). Small sets get the whole batch; a 64 MB set gets one or two calls.
-- **Round trip**: the judge's time for `ROUND_TRIPS` empty floor batches on the same worker; the largest is taken off
-  (a floor on the low side leaves an honest kernel alone).
+- **Round trip**: the judge's time for `ROUND_TRIPS` empty floor batches on the same worker, measured first; the
+  largest is taken off (a floor on the low side leaves an honest kernel alone). Where a batch that fits could not
+  reach `LONG_ENOUGH` round trips at the slower side's reported rate, no batch is run (a note says so): a floor
+  batch costs its sets' draws, transfers and output checks inside the exclusive GPU window.
 - **Use** (`apply_floor`): where the batch's GPU time is at least `LONG_ENOUGH` times the round trip, the floor
   replaces the clock check (judge/timing_checks.py `check_clock`, whose block overheads carry the host's noise): the
   candidate's statistic is raised to the floor when the floor exceeds it by more than `FLOOR_TOLERANCE`; otherwise
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
 FLOOR_MS = 20.0  # GPU time a floor batch aims at
-FLOOR_CALLS = 512  # calls in a floor batch at most (each costs a set drawn and an output sent and checked)
+FLOOR_CALLS = 256  # calls in a floor batch at most (each costs a set drawn and an output sent and checked)
 ROUND_TRIPS = 3  # empty floor batches timed per side for the judge's own round trip
 LONG_ENOUGH = 10.0  # batch GPU time / round trip at which the floor replaces the clock check
 FLOOR_TOLERANCE = 0.03  # the floor may exceed the candidate's statistic by this share before it is raised
@@ -56,38 +58,45 @@ def floor_calls(set_bytes: int, out_bytes: int, per_call_ms: float, block_bytes:
     return max(1, min(FLOOR_CALLS, fits, want))
 
 
-def _side(worker: WorkerProcess, sets: list, timeout_s: float, what: str) -> tuple[float, float, list, str]:
-    """(per-call ms, round trip ms, output tensors, why there is none) of one side's floor batch on `sets`."""
+def _round_trip(worker: WorkerProcess, timeout_s: float, what: str) -> tuple[float, str]:
+    """(ms, why it failed) of the largest of ROUND_TRIPS empty floor batches on `worker`, in the judge's clock."""
     trips = []
     for _ in range(ROUND_TRIPS):
         reply, _, seconds = staged_time(worker, {"sets": [], "floor": True}, timeout_s, what)
         if not reply.get("ok"):
-            return 0.0, 0.0, [], str(reply.get("message") or "the empty floor batch failed")
+            return 0.0, str(reply.get("message") or "the empty floor batch failed")
         trips.append(seconds * 1e3)
+    return max(trips), ""
+
+
+def _batch(worker: WorkerProcess, sets: list, round_trip: float, timeout_s: float, what: str):
+    """(per-call ms, output tensors, why there is none) of one side's floor batch on `sets`."""
     reply, tensors, seconds = staged_time(worker, {"sets": sets, "floor": True}, timeout_s, what)
     if not reply.get("ok"):
-        return 0.0, 0.0, [], str(reply.get("message") or "the floor batch failed")
+        return 0.0, [], str(reply.get("message") or "the floor batch failed")
     if reply.get("unavailable"):
-        return 0.0, 0.0, [], str(reply["unavailable"])
-    round_trip = max(trips)
-    return max(0.0, seconds * 1e3 - round_trip) / len(sets), round_trip, tensors, ""
+        return 0.0, [], f"a forward not captured in a CUDA graph: {reply['unavailable']}"
+    return max(0.0, seconds * 1e3 - round_trip) / len(sets), tensors, ""
+
+
+def _no_floor(judge: Judge, why: str) -> None:
+    judge.notes.append(f"no floor from the judge's clock ({why[:240]})")
 
 
 def take_floor(
-    judge: Judge, worker: WorkerProcess, sets: list, check: Callable[[list, list, list], Verdict | None]
+    judge: Judge, worker: WorkerProcess, sets: list, trips: tuple[float, float], check: Callable
 ) -> dict | Verdict | None:
-    """Both sides' floor batches on `sets` (the reference's first: its outputs are the expected ones), the
-    candidate's outputs checked by `check(expected, got, sets)`; see the module docstring's Records."""
+    """Both sides' floor batches on `sets` (the reference's first: its outputs are the expected ones; `trips`: each
+    side's round trip, ms), the candidate's outputs checked by `check(expected, got, sets)`; see Records."""
     timeout = judge.run_timeout() * 4 + 10 * len(sets)
     try:
-        ref_ms, _, ref_out, why = _side(judge.ref.worker, sets, timeout, "the reference's floor batch")
+        ref_ms, ref_out, why = _batch(judge.ref.worker, sets, trips[0], timeout, "the reference's floor batch")
     except WorkerDied as exc:  # the task's own forward, captured: the task's fault, as everywhere (judge/reference.py)
         raise TaskBroken(f"the task's reference process failed during its floor batch ({exc.status}): {exc}") from None
     if not why:
-        cand_ms, trip, cand_out, why = _side(worker, sets, timeout, "the floor batch")
+        cand_ms, cand_out, why = _batch(worker, sets, trips[1], timeout, "the floor batch")
     if why:
-        judge.notes.append(f"no floor from the judge's clock (a forward not captured in a CUDA graph: {why[:200]})")
-        return None
+        return _no_floor(judge, why)
     n_ref, n_cand = len(ref_out) // len(sets), len(cand_out) // len(sets)
     if n_ref * len(sets) != len(ref_out) or n_cand != n_ref or n_cand * len(sets) != len(cand_out):
         return judge.verdict("shape_mismatch", "timing", "the floor batch's outputs do not match the reference's")
@@ -98,7 +107,7 @@ def take_floor(
     wrong = check(expected, got, sets)
     if wrong is not None:
         return wrong
-    floor = {"cand_ms": cand_ms, "ref_ms": ref_ms, "calls": len(sets), "round_trip_ms": trip}
+    floor = {"cand_ms": cand_ms, "ref_ms": ref_ms, "calls": len(sets), "round_trip_ms": trips[1]}
     floor["batch_ms"] = cand_ms * len(sets)
     for key, value in floor.items():
         judge.stage_s[f"floor_{key}"] = round(float(value), 6)
@@ -106,13 +115,27 @@ def take_floor(
 
 
 def floor_step(judge: Judge, worker: WorkerProcess, sides: dict, draw: Callable, check: Callable, block_bytes: int):
-    """The floor for an interleaved timing (`sides`, with the candidate's set and output bytes): fresh sets drawn by
-    `draw(judge, count, fresh=True)`, sized from the candidate's reported rate, checked by `check(judge, expected,
-    got, sets)`; what `take_floor` returns."""
+    """The floor for an interleaved timing (`sides`, with the candidate's set and output bytes): both sides' round
+    trips first; then, unless a batch that fits could not reach LONG_ENOUGH round trips at the slower side's
+    reported rate (no floor, a note says so), fresh sets drawn by `draw(judge, count, fresh=True)` and checked by
+    `check(judge, expected, got, sets)`; what `take_floor` returns."""
+    timeout = judge.run_timeout() * 4 + 10
+    trips = []
+    for side, what in ((judge.ref.worker, "the reference's floor batch"), (worker, "the floor batch")):
+        trip, why = _round_trip(side, timeout, what)
+        if why:
+            return _no_floor(judge, why)
+        trips.append(trip)
     set_bytes, out_bytes = sides["cand"]["bytes"]
-    per_call = statistics.median(sides["cand"]["times"]) if sides["cand"]["times"] else 1.0
-    sets = draw(judge, floor_calls(set_bytes, out_bytes, per_call, block_bytes), fresh=True)
-    return take_floor(judge, worker, sets, lambda want, got, inputs: check(judge, want, got, inputs))
+    medians = [statistics.median(sides[s]["times"]) for s in ("ref", "cand") if sides[s]["times"]]
+    per_call = max(medians, default=1.0)
+    calls = floor_calls(set_bytes, out_bytes, per_call, block_bytes)
+    if calls * per_call < LONG_ENOUGH * max(trips):
+        return _no_floor(judge, f"{calls} calls fit, about {calls * per_call:.2f} ms: too short against its round trip")
+    sets = draw(judge, calls, fresh=True)
+    return take_floor(
+        judge, worker, sets, (trips[0], trips[1]), lambda want, got, inputs: check(judge, want, got, inputs)
+    )
 
 
 def apply_floor(times: list[float], statistic: str, floor: dict | None) -> tuple[float, str] | None:
