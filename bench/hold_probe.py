@@ -190,6 +190,22 @@ def _graph_floor(op, pool: list, budget_bytes: int = 256 << 20) -> tuple[float, 
     return statistics.median(spent), n
 
 
+def _launch_us(fn, stream, before, after, calls: int = 30) -> list[float]:
+    """Host us of each call's launch path (start event, `fn`, end event), `before()` ahead of it (the GPU kept busy)
+    and `after(end)` behind it."""
+    spent = []
+    for _ in range(calls):
+        before()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        start.record(stream)
+        fn()
+        end.record(stream)
+        spent.append((time.perf_counter() - t0) * 1e6)
+        after(end)
+    return spent
+
+
 def launch_paths(hold) -> list[str]:
     """The host's launch path of a call (start event, forward, end event), us: queued behind the hold (as the
     worker times it) and behind a 10 ms GPU sleep. Inside the sandboxed worker the same path measured 2-4.5x the
@@ -205,28 +221,10 @@ def launch_paths(hold) -> list[str]:
     stream = torch.cuda.current_stream()
     for name, fn in ops.items():
         fn()
-        held = []
         hold.begin(stream, [0.0] * 31)
-        for _ in range(30):
-            hold.wait()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0 = time.perf_counter()
-            start.record(stream)
-            fn()
-            end.record(stream)
-            held.append((time.perf_counter() - t0) * 1e6)
-            hold.next(end)
+        held = _launch_us(fn, stream, hold.wait, hold.next)
         hold.end()
-        slept = []
-        for _ in range(30):
-            torch.cuda._sleep(20_000_000)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0 = time.perf_counter()
-            start.record(stream)
-            fn()
-            end.record(stream)
-            slept.append((time.perf_counter() - t0) * 1e6)
-            torch.cuda.synchronize()
+        slept = _launch_us(fn, stream, lambda: torch.cuda._sleep(20_000_000), lambda end: torch.cuda.synchronize())
         row = (
             f"| {name} | {_pct(held, 0.5):.1f} / {_pct(held, 0.9):.1f} | {_pct(slept, 0.5):.1f} / "
             f"{_pct(slept, 0.9):.1f} |"
