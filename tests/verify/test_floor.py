@@ -3,20 +3,24 @@ it raises a candidate's time (CPU); on a GPU, that a candidate's reported time n
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from kernelzero.types import Task
 from kernelzero.verify import options_for, verify
 from kernelzero.verify.judge.floor import FLOOR_CALLS, FLOOR_TOLERANCE, LONG_ENOUGH, apply_floor, floor_calls
+from kernelzero.verify.worker.seal import CAPTURE_BATCH
 
 MIB = 1 << 20
 
 
 def test_a_floor_batch_fills_its_gpu_time_within_one_blocks_bytes():
-    # a 0.1 ms call on 1 MiB sets: 200 calls reach 20 ms, and 256 MiB holds 51 (sets, placeholders, staged copies,
-    # outputs twice)
-    assert floor_calls(MIB, MIB, 0.1, 256 * MIB) == 51
+    # a 0.1 ms call on 1 MiB sets: 200 calls reach 20 ms, and 256 MiB holds 36 (sets, placeholders, staged copies;
+    # outputs, their copies, the blank's copies, the copies fetched)
+    assert floor_calls(MIB, MIB, 0.1, 256 * MIB) == 36
     # a 1 ms call on small sets: 20 calls are enough
     assert floor_calls(1024, 1024, 1.0, 256 * MIB) == 20
     # a 4 us call on tiny sets: the count's own bound
@@ -58,6 +62,75 @@ def test_a_time_reported_under_the_floor_is_raised_to_it_and_noise_within_the_to
     assert extra == 0.0
     extra, _ = apply_floor([0.1] * 5, "median", _floor(0.1 * (1 + FLOOR_TOLERANCE * 2), 500, 0.3))
     assert extra == pytest.approx(0.1 * FLOOR_TOLERANCE * 2)
+
+
+DEPTHS = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack)
+
+
+def _capture(model, sets: list) -> tuple[list, list]:
+    """The floor's capture loop as the worker runs it, with no graph around it (the CPU stands in for the device)."""
+    raw, snaps = [], []
+    CAPTURE_BATCH(model, sets, contextlib.nullcontext(), raw, snaps, torch.Tensor, torch.Tensor.clone, DEPTHS)
+    return raw, snaps
+
+
+class Deferring:
+    """Each odd call returns an empty output and the next call fills it along with its own: work batched across the
+    calls of a batch, right in every output by the end."""
+
+    def __init__(self):
+        self.pending = None
+
+    def __call__(self, x):
+        out = torch.zeros_like(x)
+        if self.pending is None:
+            self.pending = (x, out)
+            return out
+        (px, pout), self.pending = self.pending, None
+        pout.copy_(torch.relu(px))
+        return out.copy_(torch.relu(x))
+
+
+def test_the_floor_checks_each_calls_outputs_as_they_were_when_the_call_was_done():
+    sets = [[torch.randn(8)] for _ in range(4)]
+    raw, snaps = _capture(Deferring(), sets)
+    # what the graph's calls left at the end is right for every call...
+    assert all(torch.equal(r, torch.relu(s[0])) for r, s in zip(raw, sets, strict=True))
+    # ...but the copies taken right after each call, which the judge checks, show the deferred calls empty
+    assert [torch.equal(c[0], torch.relu(s[0])) for c, s in zip(snaps, sets, strict=True)] == [False, True] * 2
+    # an honest forward's copies are its outputs, in memory of their own
+    raw, snaps = _capture(lambda x: (torch.relu(x), x * 2), sets)
+    assert all(torch.equal(c[0], r[0]) and torch.equal(c[1], r[1]) for c, r in zip(snaps, raw, strict=True))
+    assert all(c[0].data_ptr() != r[0].data_ptr() for c, r in zip(snaps, raw, strict=True))
+
+
+class Lazy(torch.Tensor):
+    pass
+
+
+class PassThrough(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_floor_copies_only_plain_tensors_and_refuses_a_mode_left_active():
+    sets = [[torch.randn(8)]]
+    _, snaps = _capture(lambda x: torch.relu(x).as_subclass(Lazy), sets)
+    assert snaps == [[None]]  # worker/floor.py: no floor for this forward
+    _, snaps = _capture(lambda x: [x + 1, "not a tensor"], sets)
+    assert snaps[0][1] is None
+    mode = PassThrough()
+
+    def leaves_a_mode(x):
+        mode.__enter__()
+        return torch.relu(x)
+
+    try:
+        with pytest.raises(RuntimeError, match="mode active"):
+            _capture(leaves_a_mode, sets)
+    finally:
+        mode.__exit__(None, None, None)
+    assert DEPTHS[0]() == 0
 
 
 HEAVY_TASK = """
@@ -115,12 +188,23 @@ class ModelNew(nn.Module):
         super().__init__()
         self.w = nn.Parameter(torch.randn(1024, 1024) / 32)
 
-    def forward(self, x):
+        self.pending = []
+
+    def _compute(self, x, out):
         for _ in range(15):
             x = torch.tanh(x @ self.w)
         y = (x @ self.w).contiguous()
-        out = torch.empty_like(y)
         tanh_kernel[(triton.cdiv(y.numel(), 1024),)](y, out, y.numel(), BLOCK=1024)
+        return out
+
+    def forward(self, x):
+        out = torch.empty(x.shape[0], self.w.shape[1], device=x.device, dtype=x.dtype)
+        if DEFER and torch.cuda.is_current_stream_capturing():  # in a graph: every other call left to the next
+            if not self.pending:
+                self.pending.append((x, out))
+                return out
+            self._compute(*self.pending.pop())
+        self._compute(x, out)
         if CHEAT:
             _rerecord_start()
         return out
@@ -131,12 +215,12 @@ class ModelNew(nn.Module):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("cheat", [False, True])
 def test_a_reported_time_never_ends_below_the_judges_floor(cheat):
-    """Small sets, 16 matmuls a call (about 0.2 ms): the floor batch (51 calls) is long enough to decide. The cheat re-records its start event
+    """Small sets, 16 matmuls a call (about 0.2 ms): the floor batch (36 calls) is long enough to decide. The cheat re-records its start event
     after its launches (its events hold nothing of its work) and is raised to what the judge's clock saw; the honest
     one is confirmed. Either way the candidate's time is at least the floor, within its tolerance."""
     task = Task(name="floor/heavy_small_sets", source=HEAVY_TASK)
     opts = options_for(device="cuda", policy="kernelbench", static_checks=False)
-    verdict = verify(task, CANDIDATE.replace("CHEAT", str(cheat)), "triton", opts)
+    verdict = verify(task, CANDIDATE.replace("CHEAT", str(cheat)).replace("DEFER", "False"), "triton", opts)
     assert verdict.status == "correct", (verdict.status, verdict.message)
     floor = verdict.stage_seconds.get("floor_cand_ms")
     assert floor is not None and floor > 0, verdict.notes
@@ -144,3 +228,15 @@ def test_a_reported_time_never_ends_below_the_judges_floor(cheat):
     expected = "raised to the judge's floor" if cheat else "confirmed by the judge's floor"
     assert verdict.timing_check.startswith(expected), verdict.timing_check
     assert 0.7 <= verdict.speedup_eager <= 1.3  # the same work as the reference's, whatever it reported
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_calls_that_share_work_inside_the_floors_graph_are_wrong_there():
+    """The re-recording cheat that also batches its calls in pairs when captured (honest everywhere else): every
+    output of the graph is right by its end, but half the copies taken right after each call are not."""
+    task = Task(name="floor/heavy_small_sets", source=HEAVY_TASK)
+    opts = options_for(device="cuda", policy="kernelbench", static_checks=False)
+    verdict = verify(task, CANDIDATE.replace("CHEAT", "True").replace("DEFER", "True"), "triton", opts)
+    assert verdict.status == "mismatch", (verdict.status, verdict.message, verdict.notes)
+    assert verdict.stage == "timing" and "timed call" in verdict.message

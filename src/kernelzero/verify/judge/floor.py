@@ -10,10 +10,15 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
 - **Size**: as many calls as reach `FLOOR_MS` of GPU work at the candidate's reported rate, at most `FLOOR_CALLS`,
   and no more than one timing block's bytes (`timing_stage.BLOCK_BYTES`: each call's sets and outputs, and the
   placeholders the capture used). Small sets get the whole batch; a 64 MB set gets one or two calls.
-- **Round trip**: the judge's time for `ROUND_TRIPS` empty floor batches on the same worker, measured first; the
-  largest is taken off (a floor on the low side leaves an honest kernel alone). Where a batch that fits could not
-  reach `LONG_ENOUGH` round trips at the slower side's reported rate, no batch is run (a note says so): a floor
-  batch costs its sets' draws, transfers and output checks inside the exclusive GPU window.
+- **Round trip**: the judge's time for `ROUND_TRIPS` empty floor batches on the same worker, measured first. Where a
+  batch that fits could not reach `LONG_ENOUGH` round trips at the slower side's reported rate, no batch is run (a
+  note says so): a floor batch costs its sets' draws, transfers and output checks inside the exclusive GPU window.
+- **Checked in stream order**: each call in the graph is followed by a copy of its outputs, and the judge checks the
+  copies (worker/floor.py), so calls cannot share work across the batch (one call computing several calls' outputs)
+  or overlap (a call's work left on a stream joined at the end): the floor is the time of calls done one after
+  another, as timed calls are. The batch's staged blank (the same copies alone, no candidate code) is replayed
+  `ROUND_TRIPS` times before it, and the largest of those replays is taken off the batch's: its copies and round
+  trip (a floor on the low side leaves an honest kernel alone).
 - **Use** (`apply_floor`): where the batch's GPU time is at least `LONG_ENOUGH` times the round trip, the floor
   replaces the clock check (judge/timing_checks.py `check_clock`, whose block overheads carry the host's noise): the
   candidate's statistic is raised to the floor when the floor exceeds it by more than `FLOOR_TOLERANCE`; otherwise
@@ -24,7 +29,8 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
   does not follow): the clock check decides, and a note says why.
 
 Records: `take_floor` returns None (no floor; a note says why), a Verdict (an output of the floor batch was wrong),
-or `{"cand_ms", "ref_ms", "calls", "round_trip_ms", "batch_ms"}`; `apply_floor` returns (ms added to each candidate
+or `{"cand_ms", "ref_ms", "calls", "round_trip_ms", "blank_ms", "batch_ms"}` (`blank_ms`: the candidate's largest
+blank replay); `apply_floor` returns (ms added to each candidate
 call, the words for `Verdict.timing_check`), or None where the clock check decides.
 """
 
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -53,7 +60,8 @@ FLOOR_TOLERANCE = 0.03  # the floor may exceed the candidate's statistic by this
 
 def floor_calls(set_bytes: int, out_bytes: int, per_call_ms: float, block_bytes: int) -> int:
     """Calls in a floor batch (see the docstring's Size)."""
-    fits = block_bytes // max(1, 3 * set_bytes + 2 * out_bytes)  # sets, placeholders, staged copies; outputs twice
+    # sets, placeholders, staged copies; outputs, their copies, the blank's copies, the copies fetched
+    fits = block_bytes // max(1, 3 * set_bytes + 4 * out_bytes)
     want = math.ceil(FLOOR_MS / max(per_call_ms, 1e-4))
     return max(1, min(FLOOR_CALLS, fits, want))
 
@@ -69,14 +77,32 @@ def _round_trip(worker: WorkerProcess, timeout_s: float, what: str) -> tuple[flo
     return max(trips), ""
 
 
-def _batch(worker: WorkerProcess, sets: list, round_trip: float, timeout_s: float, what: str):
-    """(per-call ms, output tensors, why there is none) of one side's floor batch on `sets`."""
-    reply, tensors, seconds = staged_time(worker, {"sets": sets, "floor": True}, timeout_s, what)
+def _timed_round(worker: WorkerProcess, command: dict, timeout_s: float, what: str) -> tuple[dict, float]:
+    """(reply, seconds in the judge's clock) of one command."""
+    start = time.perf_counter()
+    worker.send(command)
+    reply, _ = worker.receive(timeout_s, what)
+    return reply, time.perf_counter() - start
+
+
+def _batch(worker: WorkerProcess, sets: list, timeout_s: float, what: str):
+    """(per-call ms, output tensors, why there is none, ms of the largest blank replay) of one side's floor batch on
+    `sets`: staged, its blank replayed ROUND_TRIPS times, the batch replayed once, the copies of its outputs fetched."""
+    worker.send({"cmd": "time_stage", "sets": sets, "floor": True})
+    reply, _ = worker.receive(timeout_s, what)
+    blanks = []
+    while reply.get("ok") and not reply.get("unavailable") and len(blanks) < ROUND_TRIPS:
+        reply, seconds = _timed_round(worker, {"cmd": "time_run", "blank": True}, timeout_s, what)
+        blanks.append(seconds)
+    if reply.get("ok") and not reply.get("unavailable"):
+        reply, seconds = _timed_round(worker, {"cmd": "time_run"}, timeout_s, what)
     if not reply.get("ok"):
-        return 0.0, [], str(reply.get("message") or "the floor batch failed")
+        return 0.0, [], str(reply.get("message") or "the floor batch failed"), 0.0
     if reply.get("unavailable"):
-        return 0.0, [], f"a forward not captured in a CUDA graph: {reply['unavailable']}"
-    return max(0.0, seconds * 1e3 - round_trip) / len(sets), tensors, ""
+        return 0.0, [], f"a forward not captured in a CUDA graph: {reply['unavailable']}", 0.0
+    worker.send({"cmd": "time_fetch"})
+    _, tensors = worker.receive(timeout_s, what)
+    return max(0.0, seconds - max(blanks)) * 1e3 / len(sets), tensors, "", max(blanks) * 1e3
 
 
 def _no_floor(judge: Judge, why: str) -> None:
@@ -90,11 +116,11 @@ def take_floor(
     side's round trip, ms), the candidate's outputs checked by `check(expected, got, sets)`; see Records."""
     timeout = judge.run_timeout() * 4 + 10 * len(sets)
     try:
-        ref_ms, ref_out, why = _batch(judge.ref.worker, sets, trips[0], timeout, "the reference's floor batch")
+        ref_ms, ref_out, why, _ = _batch(judge.ref.worker, sets, timeout, "the reference's floor batch")
     except WorkerDied as exc:  # the task's own forward, captured: the task's fault, as everywhere (judge/reference.py)
         raise TaskBroken(f"the task's reference process failed during its floor batch ({exc.status}): {exc}") from None
     if not why:
-        cand_ms, cand_out, why = _batch(worker, sets, trips[1], timeout, "the floor batch")
+        cand_ms, cand_out, why, blank_ms = _batch(worker, sets, timeout, "the floor batch")
     if why:
         return _no_floor(judge, why)
     n_ref, n_cand = len(ref_out) // len(sets), len(cand_out) // len(sets)
@@ -107,7 +133,7 @@ def take_floor(
     wrong = check(expected, got, sets)
     if wrong is not None:
         return wrong
-    floor = {"cand_ms": cand_ms, "ref_ms": ref_ms, "calls": len(sets), "round_trip_ms": trips[1]}
+    floor = {"cand_ms": cand_ms, "ref_ms": ref_ms, "calls": len(sets), "round_trip_ms": trips[1], "blank_ms": blank_ms}
     floor["batch_ms"] = cand_ms * len(sets)
     for key, value in floor.items():
         judge.stage_s[f"floor_{key}"] = round(float(value), 6)

@@ -126,16 +126,25 @@ TIMED_BATCH = _clean(
 )
 
 # A floor batch's capture (worker/floor.py): the forward once per placeholder set, inside `capture` (the
-# `torch.cuda.graph` context the worker made), on the runner thread; the raw outputs appended to `raw`.
+# `torch.cuda.graph` context the worker made), on the runner thread; the raw outputs appended to `raw` and, right
+# after each call in stream order, a copy of each of its outputs to `snaps` (`copy`: torch.Tensor.clone, made only of
+# a plain tensor and only while no torch function or dispatch mode is active, `depths` their stacks' lengths). The
+# judge checks the copies: an output its call left for a later call to fill (work batched across the calls of the
+# graph) or to another stream to finish (calls overlapped) is wrong in its copy, though right in `raw` at the end.
 CAPTURE_BATCH = _clean(
     """
-def capture(model, sets, capture, raw):
+def capture(model, sets, capture, raw, snaps, plain, copy, depths):
     with capture:
         for args in sets:
-            raw.append(model(*args))
+            value = model(*args)
+            raw.append(value)
+            if depths[0]() or depths[1]():
+                raise RuntimeError("the forward left a torch function or dispatch mode active")
+            outs = value if type(value) is tuple or type(value) is list else (value,)
+            snaps.append([copy(t) if type(t) is plain else None for t in outs])
 """,
     "capture",
-    {},
+    {"type": type, "tuple": tuple, "list": list, "RuntimeError": RuntimeError},
 )
 
 # One timed call, run on the runner thread itself (worker/timing.py): the events and the host clock bracket the

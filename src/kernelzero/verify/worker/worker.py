@@ -293,6 +293,8 @@ class Worker:
             self.staged = (req, [self._prepare(s) for s in req["sets"]])
             if req.get("floor"):  # a floor batch: captured now, replayed by `time_run` (worker/floor.py)
                 self.staged = (req, floor.stage(self, self.staged[1]))
+                if self.staged[1][0] is None:
+                    return send_msg(self.out, {"ok": True, "unavailable": self.staged[1][1]})
         except BaseException as exc:
             return self.reply_error(exc, "timing")
         send_msg(self.out, {"ok": True})
@@ -302,6 +304,9 @@ class Worker:
         staged, self.staged = self.staged, None
         if staged and staged[0].get("floor"):
             batch, why = staged[1]
+            if req.get("blank") and batch is not None:  # the copies alone; the batch stays staged
+                self.staged = staged
+                return send_msg(self.out, floor.run(batch, blank=True))
             reply = floor.run(batch) if batch is not None else {"ok": True, "floor_calls": 0, "unavailable": why}
             self.outputs = floor.outputs(batch) if batch is not None else []
             return send_msg(self.out, reply)
