@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     from kernelzero.verify.worker.worker import Worker
 
 
+# The mode stacks' lengths as torch defines them, taken when this module is imported, before the worker's watch wraps
+# them (worker/watch.py): the capture loop asks them as kernelzero, not as the candidate.
+_DEPTHS = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack)
+
+
 @dataclass
 class Floor:
     """A captured floor batch: the graph, its placeholders (inputs), the raw outputs of its calls, the copies of each
@@ -55,7 +60,6 @@ def stage(worker: Worker, sets: list[list]) -> tuple[Floor | None, str]:
         return Floor(None, [], [], []), ""
     places = [[torch.zeros_like(v) if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
     graph, raw, snaps = torch.cuda.CUDAGraph(), [], []
-    depths = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack)
     try:
         torch.cuda.synchronize()
         worker.runner.run(
@@ -67,7 +71,7 @@ def stage(worker: Worker, sets: list[list]) -> tuple[Floor | None, str]:
             snaps,
             torch.Tensor,
             torch.Tensor.clone,
-            depths,
+            _DEPTHS,
             modes=(torch.no_grad(),),
         )
     except BaseException as exc:  # noqa: BLE001 - any capture failure: no floor, and why
