@@ -1,15 +1,17 @@
 """The judge's floor under a candidate's per-call time (issue 26, item 1): a batch of its calls on fresh sets,
 captured in a CUDA graph and replayed inside the judge's own clock (worker/floor.py), whose outputs are checked like
-every timed call's. Nothing the candidate's process reports enters it: the judge's time for the replay, less its own
-round trip with nothing replayed, over the calls.
+every timed call's. Nothing the candidate's process reports enters it: the judge's time for the replay, less the
+replay of the same output copies alone (which holds its own round trip), over the calls.
 
 Why a graph. On the H200 (2026-12-04, bench/verify.md) a batch of eager calls was bound by the host's launch path (in
 the sandboxed worker 30-300 us a call, above a 62 us softmax's kernel); a graph has no launch path, and back to back
 its calls ran within 3% under their time behind the GPU hold from about 30 us up (0.82 for a 12 us ReLU).
 
-- **Size**: as many calls as reach `FLOOR_MS` of GPU work at the candidate's reported rate, at most `FLOOR_CALLS`,
-  and no more than one timing block's bytes (`timing_stage.BLOCK_BYTES`: each call's sets and outputs, and the
-  placeholders the capture used). Small sets get the whole batch; a 64 MB set gets one or two calls.
+- **Size**: as many calls as reach `FLOOR_MS` of GPU work at the candidate's reported rate (a small claim gets a
+  long batch), at most `FLOOR_CALLS`, no more than the reference runs in `REF_BATCH_MS` (it runs the same sets: its
+  outputs are the expected ones), and no more than one timing block's bytes (`timing_stage.BLOCK_BYTES`: each call's
+  sets and outputs, and the placeholders the capture used). Small sets get the whole batch; a 64 MB set gets one or
+  two calls.
 - **Round trip**: the judge's time for `ROUND_TRIPS` empty floor batches on the same worker, measured first. Where a
   batch that fits could not reach `LONG_ENOUGH` round trips at the slower side's reported rate, no batch is run (a
   note says so): a floor batch costs its sets' draws, transfers and output checks inside the exclusive GPU window.
@@ -17,8 +19,8 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
   copies (worker/floor.py), so calls cannot share work across the batch (one call computing several calls' outputs)
   or overlap (a call's work left on a stream joined at the end): the floor is the time of calls done one after
   another, as timed calls are. The batch's staged blank (the same copies alone, no candidate code) is replayed
-  `ROUND_TRIPS` times before it, and the largest of those replays is taken off the batch's: its copies and round
-  trip (a floor on the low side leaves an honest kernel alone).
+  `ROUND_TRIPS` times before it, and the median of those replays is taken off the batch's: its copies and round trip
+  (both graphs were replayed once untimed when staged, so neither timed replay pays a first launch's upload).
 - **Use** (`apply_floor`): where the batch's GPU time is at least `LONG_ENOUGH` times the round trip, the floor
   replaces the clock check (judge/timing_checks.py `check_clock`, whose block overheads carry the host's noise): the
   candidate's statistic is raised to the floor when the floor exceeds it by more than `FLOOR_TOLERANCE`; otherwise
@@ -26,11 +28,12 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
 - **Last**: taken after every other timing check (the recurring inputs, the compiled reference), so a forward the
   graph cannot capture disturbs none of them; the 10x cap's second verification then sees the floored speedup.
 - **No floor** when either side's forward cannot be captured (a synchronise or host read in it, a stream the capture
-  does not follow): the clock check decides, and a note says why.
+  does not follow), or when the candidate's outputs in the graph are wrong (an honest kernel launched on the legacy
+  default stream is not captured, so no verdict is drawn from them; a forward that shares work across the graph's
+  calls only loses its floor): the clock check decides, and a note says why. The floor only ever adds to a verdict.
 
-Records: `take_floor` returns None (no floor; a note says why), a Verdict (an output of the floor batch was wrong),
-or `{"cand_ms", "ref_ms", "calls", "round_trip_ms", "blank_ms", "batch_ms"}` (`blank_ms`: the candidate's largest
-blank replay); `apply_floor` returns (ms added to each candidate
+Records: `take_floor` returns None (no floor; a note says why) or `{"cand_ms", "ref_ms", "calls", "round_trip_ms",
+"blank_ms", "batch_ms"}` (`blank_ms`: the median of the candidate's blank replays); `apply_floor` returns (ms added to each candidate
 call, the words for `Verdict.timing_check`), or None where the clock check decides.
 """
 
@@ -42,7 +45,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kernelzero.types import Verdict
 from kernelzero.verify.judge.reference import staged_time
 from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.sandbox.worker_process import WorkerDied
@@ -53,17 +55,20 @@ if TYPE_CHECKING:
 
 FLOOR_MS = 20.0  # GPU time a floor batch aims at
 FLOOR_CALLS = 256  # calls in a floor batch at most (each costs a set drawn and an output sent and checked)
+REF_BATCH_MS = 100.0  # the reference's floor batch at its reported rate at most (it bounds the batch's calls)
 ROUND_TRIPS = 3  # empty floor batches timed per side for the judge's own round trip
 LONG_ENOUGH = 10.0  # batch GPU time / round trip at which the floor replaces the clock check
 FLOOR_TOLERANCE = 0.03  # the floor may exceed the candidate's statistic by this share before it is raised
 
 
-def floor_calls(set_bytes: int, out_bytes: int, per_call_ms: float, block_bytes: int) -> int:
-    """Calls in a floor batch (see the docstring's Size)."""
+def floor_calls(set_bytes: int, out_bytes: int, per_call_ms: float, block_bytes: int, ref_ms: float = 0.0) -> int:
+    """Calls in a floor batch (see the docstring's Size): `per_call_ms` the candidate's reported median, `ref_ms` the
+    reference's."""
     # sets, placeholders, staged copies; outputs, their copies, the blank's copies, the copies fetched
     fits = block_bytes // max(1, 3 * set_bytes + 4 * out_bytes)
     want = math.ceil(FLOOR_MS / max(per_call_ms, 1e-4))
-    return max(1, min(FLOOR_CALLS, fits, want))
+    reference = math.ceil(REF_BATCH_MS / max(ref_ms, 1e-4))
+    return max(1, min(FLOOR_CALLS, fits, want, reference))
 
 
 def _round_trip(worker: WorkerProcess, timeout_s: float, what: str) -> tuple[float, str]:
@@ -86,7 +91,7 @@ def _timed_round(worker: WorkerProcess, command: dict, timeout_s: float, what: s
 
 
 def _batch(worker: WorkerProcess, sets: list, timeout_s: float, what: str):
-    """(per-call ms, output tensors, why there is none, ms of the largest blank replay) of one side's floor batch on
+    """(per-call ms, output tensors, why there is none, ms of the median blank replay) of one side's floor batch on
     `sets`: staged, its blank replayed ROUND_TRIPS times, the batch replayed once, the copies of its outputs fetched."""
     worker.send({"cmd": "time_stage", "sets": sets, "floor": True})
     reply, _ = worker.receive(timeout_s, what)
@@ -102,7 +107,8 @@ def _batch(worker: WorkerProcess, sets: list, timeout_s: float, what: str):
         return 0.0, [], f"a forward not captured in a CUDA graph: {reply['unavailable']}", 0.0
     worker.send({"cmd": "time_fetch"})
     _, tensors = worker.receive(timeout_s, what)
-    return max(0.0, seconds - max(blanks)) * 1e3 / len(sets), tensors, "", max(blanks) * 1e3
+    blank = statistics.median(blanks)
+    return max(0.0, seconds - blank) * 1e3 / len(sets), tensors, "", blank * 1e3
 
 
 def _no_floor(judge: Judge, why: str) -> None:
@@ -111,10 +117,13 @@ def _no_floor(judge: Judge, why: str) -> None:
 
 def take_floor(
     judge: Judge, worker: WorkerProcess, sets: list, trips: tuple[float, float], check: Callable
-) -> dict | Verdict | None:
+) -> dict | None:
     """Both sides' floor batches on `sets` (the reference's first: its outputs are the expected ones; `trips`: each
-    side's round trip, ms), the candidate's outputs checked by `check(expected, got, sets)`; see Records."""
-    timeout = judge.run_timeout() * 4 + 10 * len(sets)
+    side's round trip, ms), the candidate's outputs checked by `check(expected, got, sets)` (a Verdict when one is
+    wrong); see Records."""
+    # a batch is FLOOR_MS of GPU time at the reported rates (REF_BATCH_MS for the reference), its capture a forward's
+    # Python per call: the forward's own limit covers either (a replay that does not end is the side's timeout)
+    timeout = judge.run_timeout() + 30
     try:
         ref_ms, ref_out, why, _ = _batch(judge.ref.worker, sets, timeout, "the reference's floor batch")
     except WorkerDied as exc:  # the task's own forward, captured: the task's fault, as everywhere (judge/reference.py)
@@ -125,14 +134,14 @@ def take_floor(
         return _no_floor(judge, why)
     n_ref, n_cand = len(ref_out) // len(sets), len(cand_out) // len(sets)
     if n_ref * len(sets) != len(ref_out) or n_cand != n_ref or n_cand * len(sets) != len(cand_out):
-        return judge.verdict("shape_mismatch", "timing", "the floor batch's outputs do not match the reference's")
+        return _no_floor(judge, "its outputs in the CUDA graph do not match the reference's in number")
     expected = [judge.on_device(ref_out[k * n_ref : (k + 1) * n_ref]) for k in range(len(sets))]
     if judge.opts.ref_fp64:
         expected = [judge.ref.expected(s, judge.run_timeout()) for s in sets]
     got = [judge.on_device(cand_out[k * n_cand : (k + 1) * n_cand]) for k in range(len(sets))]
     wrong = check(expected, got, sets)
-    if wrong is not None:
-        return wrong
+    if wrong is not None:  # see the docstring's No floor: a verdict is never drawn from the graph's outputs
+        return _no_floor(judge, f"its outputs in the CUDA graph were wrong: {wrong.message}")
     floor = {"cand_ms": cand_ms, "ref_ms": ref_ms, "calls": len(sets), "round_trip_ms": trips[1], "blank_ms": blank_ms}
     floor["batch_ms"] = cand_ms * len(sets)
     for key, value in floor.items():
@@ -145,7 +154,7 @@ def floor_step(judge: Judge, worker: WorkerProcess, sides: dict, draw: Callable,
     trips first; then, unless a batch that fits could not reach LONG_ENOUGH round trips at the slower side's
     reported rate (no floor, a note says so), fresh sets drawn by `draw(judge, count, fresh=True)` and checked by
     `check(judge, expected, got, sets)`; what `take_floor` returns."""
-    timeout = judge.run_timeout() * 4 + 10
+    timeout = judge.run_timeout() + 30
     trips = []
     for side, what in ((judge.ref.worker, "the reference's floor batch"), (worker, "the floor batch")):
         trip, why = _round_trip(side, timeout, what)
@@ -153,9 +162,9 @@ def floor_step(judge: Judge, worker: WorkerProcess, sides: dict, draw: Callable,
             return _no_floor(judge, why)
         trips.append(trip)
     set_bytes, out_bytes = sides["cand"]["bytes"]
-    medians = [statistics.median(sides[s]["times"]) for s in ("ref", "cand") if sides[s]["times"]]
-    per_call = max(medians, default=1.0)
-    calls = floor_calls(set_bytes, out_bytes, per_call, block_bytes)
+    medians = {s: statistics.median(sides[s]["times"]) for s in ("ref", "cand") if sides[s]["times"]}
+    per_call = max(medians.values(), default=1.0)  # the side the candidate cannot shorten, when it is the slower
+    calls = floor_calls(set_bytes, out_bytes, medians.get("cand", 1.0), block_bytes, medians.get("ref", 0.0))
     if calls * per_call < LONG_ENOUGH * max(trips):
         return _no_floor(judge, f"{calls} calls fit, about {calls * per_call:.2f} ms: too short against its round trip")
     sets = draw(judge, calls, fresh=True)

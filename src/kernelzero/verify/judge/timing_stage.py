@@ -277,8 +277,6 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
                 return checked
     compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
     floor = floor_step(judge, worker, first, _draw, _check_outputs, BLOCK_BYTES) if judge.device == "cuda" else None
-    if isinstance(floor, Verdict):
-        return floor
     if apply_floor(sides["cand"]["times"], profile.statistic, floor) is not None:
         checked = _checked(judge, sides, profile.statistic, host_check, floor)
         if isinstance(checked, Verdict):

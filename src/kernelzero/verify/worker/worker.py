@@ -296,6 +296,7 @@ class Worker:
                 if self.staged[1][0] is None:
                     return send_msg(self.out, {"ok": True, "unavailable": self.staged[1][1]})
         except BaseException as exc:
+            self.staged = None  # nothing half-staged is run by a later `time_run`
             return self.reply_error(exc, "timing")
         send_msg(self.out, {"ok": True})
 
