@@ -96,7 +96,7 @@ def _clean_loop() -> Callable:
 
 
 _BATCH_SOURCE = """
-def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count):
+def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count, snaps, plain, copy, depths):
     values = []
     for k in range(len(calls)):
         args, modes = calls[k]
@@ -114,16 +114,36 @@ def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count):
         spent.append(clock() - t0)
         hold.next(ends[k])
         marks.append(count())
+        value = values[k]
+        outs = value if type(value) is tuple or type(value) is list else (value,)
+        modes_left = depths[0]() or depths[1]()
+        copies = [copy(t) if type(t) is plain and not modes_left else None for t in outs]
+        snaps.append(copies)
+        whole = True
+        for c in copies:
+            if c is None:
+                whole = False
+        if whole:
+            values[k] = None  # copied: the raw output's memory goes back (stream order keeps the copy's read first)
     return values
 """
 
 # A whole block of calls (warm-ups, timed calls, audits) in one hand-off to the runner thread, each behind the GPU
 # hold (worker/hold.py): `hold.wait()` returns once the hold has every SM, the start event, the forward's launches and
 # the end event are queued behind it, and `hold.next(end)` releases it, waits for the call (and the device) and queues the next one. Audit calls enter their
-# modes (the op recorder) around their forward alone; nothing else differs between an audit and a timed call.
+# modes (the op recorder) around their forward alone; nothing else differs between an audit and a timed call. After
+# each call (its work done, the next hold queued) a copy of each of its outputs goes to `snaps` (`copy`, only of a
+# plain tensor and while no torch mode is left active, else None): queued behind the next hold, it runs before the
+# next call's start event, outside every timed interval, and holds what the call's outputs held when the call was
+# done. The judge checks the copies: an output a call left for a later call to fill (work deferred and batched across
+# the block's calls) is wrong there, though right by the end of the block. A call whose outputs were all copied keeps
+# None in `values` (its raw outputs are not held); the others keep what the forward returned, for the reply's words.
 TIMED_BATCH = _clean(
-    _BATCH_SOURCE, "batch", {"range": range, "len": len, "reversed": reversed, "BaseException": BaseException}
-)
+    _BATCH_SOURCE,
+    "batch",
+    {"range": range, "len": len, "reversed": reversed, "BaseException": BaseException, "type": type, "tuple": tuple,
+     "list": list},
+)  # fmt: skip
 
 # A floor batch's capture (worker/floor.py): the forward once per placeholder set, inside `capture` (the
 # `torch.cuda.graph` context the worker made), on the runner thread; the raw outputs appended to `raw` and, right

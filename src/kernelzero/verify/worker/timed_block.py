@@ -38,6 +38,10 @@ _clock = time.perf_counter
 # makes both sides' audits cost the same GPU time (the judge's `check_clock` compares the blocks' overheads).
 AUDIT_HOLD_US = 1500.0
 _elapsed = torch.cuda.Event.elapsed_time
+# What the copies after each call use, bound before any candidate code is imported (and the mode stacks' lengths before
+# the worker's watch wraps them: the batch asks them as kernelzero).
+_TENSOR, _CLONE = torch.Tensor, torch.Tensor.clone
+_DEPTHS = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack)
 
 
 class _Idle:
@@ -75,19 +79,28 @@ def run_calls(worker: Worker, calls: list[tuple[list, tuple]], hold: Hold | None
     is None)."""
     spent: list[float] = []
     marks: list[int] = []
+    snaps: list[list] = []
 
     def count() -> int:
         return sum(worker.guards.launches.values())
 
     def batch(starts: list, ends: list, stream, on: Any) -> list:
         return worker.runner.run(
-            TIMED_BATCH, worker.model, calls, starts, ends, stream, on, _clock, spent, marks, count,
-            modes=(torch.no_grad(),),
+            TIMED_BATCH, worker.model, calls, starts, ends, stream, on, _clock, spent, marks, count, snaps, _TENSOR,
+            _CLONE, _DEPTHS, modes=(torch.no_grad(),),
         )  # fmt: skip
 
     if hold is None:
         values = batch([_IDLE] * len(calls), [_IDLE] * len(calls), None, _IDLE)
-        return {"values": values, "events": [], "outlive": [], "marks": marks, "spent": spent, "capped": 0}
+        return {
+            "values": values,
+            "snaps": snaps,
+            "events": [],
+            "outlive": [],
+            "marks": marks,
+            "spent": spent,
+            "capped": 0,
+        }
     starts = [torch.cuda.Event(enable_timing=True) for _ in calls]
     ends = [torch.cuda.Event(enable_timing=True) for _ in calls]
     stream = torch.cuda.current_stream()
@@ -97,7 +110,15 @@ def run_calls(worker: Worker, calls: list[tuple[list, tuple]], hold: Hold | None
     finally:
         outlive, capped = hold.end()
     events = [_elapsed(s, e) for s, e in zip(starts, ends, strict=True)]
-    return {"values": values, "events": events, "outlive": outlive, "marks": marks, "spent": spent, "capped": capped}
+    return {
+        "values": values,
+        "snaps": snaps,
+        "events": events,
+        "outlive": outlive,
+        "marks": marks,
+        "spent": spent,
+        "capped": capped,
+    }
 
 
 def output_tensors(raw: Any) -> list[torch.Tensor] | None:
@@ -111,6 +132,12 @@ def not_tensors(raw: Any, stage: str) -> dict[str, Any]:
     kinds = ", ".join(type(o).__name__ for o in (raw if isinstance(raw, (tuple, list)) else [raw])) or "nothing"
     message = f"forward must return tensors, returned {kinds}"
     return {"ok": False, "status": "shape_mismatch", "stage": stage, "message": message, "log": ""}
+
+
+def not_plain(stage: str) -> dict[str, Any]:
+    """The failure reply for a timed call whose outputs could not be copied as they were (`bad_output`)."""
+    message = "a timed call returned a tensor that is not a plain torch.Tensor, or left a torch mode active"
+    return {"ok": False, "status": "bad_output", "stage": stage, "message": message, "log": ""}
 
 
 def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold | None) -> tuple[dict, list]:
@@ -133,9 +160,9 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
         return worker.error_reply(exc, "timing"), []
     outs, audited, without_kernel, times, held, spent, events = [], {}, 0, [], [], [], []
     for k, ((index, kind), raw) in enumerate(zip(order, got["values"], strict=True)):
-        tensors = output_tensors(raw)
-        if tensors is None:
-            return not_tensors(raw, "timing"), []
+        tensors = got["snaps"][k]  # the copies taken right after the call: what the judge checks (seal.TIMED_BATCH)
+        if any(t is None for t in tensors):
+            return (not_tensors(raw, "timing") if output_tensors(raw) is None else not_plain("timing")), []
         launched = got["marks"][k] - (got["marks"][k - 1] if k else 0)
         if kind != "warm" and not launched:
             without_kernel += 1
