@@ -36,6 +36,7 @@ from kernelzero.verify.worker.timing import sync_and_clock, time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
 LOG_LIMIT = 4000
+_CLONE = torch.Tensor.clone  # bound before any candidate code is imported
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -363,7 +364,9 @@ class Worker:
             if pos >= warmup:
                 if not self.guards.launches:
                     without_kernel.append(pos)
-                outs.append(got)
+                outs.append(
+                    [_CLONE(t) if type(t) is torch.Tensor else t for t in got]
+                )  # as the call left them (seal.TIMED_BATCH)
 
         watch = self.guards.watch
         held: list[float] = []  # host-bounded times of the same calls (timing.time_calls)
