@@ -161,10 +161,12 @@ class CoderReward:
         texts: Sequence[str],
         tokens: Sequence[int],
         gather: Callable[[list[Row]], tuple[list[Row], int]] = gather_rows,
+        timing: str | None = None,
     ) -> tuple[list[Verdict], list[Row], int]:
-        """Verify (and time, as `timing` says) this process's samples; return their verdicts, the gathered rows
-        of every process and this process's offset into them (`gather`: all processes' rows in rank order)."""
-        mode = self.timing
+        """Verify (and time, as `timing` says: default `self.timing`) this process's samples; return their verdicts,
+        the gathered rows of every process and this process's offset into them (`gather`: all processes' rows in
+        rank order)."""
+        mode = timing or self.timing
         verdicts = self.verify(names, texts, timed=mode == "all")
         counts = self.reward.compiled_counts
         rows = [verdict_row(n, v, k, self.reward.baseline, counts) for n, v, k in zip(names, verdicts, tokens)]
