@@ -20,6 +20,7 @@ class AllCorrect(CoderReward):
 
     def __init__(self, tasks: dict[str, Task]):
         super().__init__(tasks, RewardConfig(), VerifierConfig(), group_size=2)
+        self.times_here = True  # its verdicts carry speedups when timed, GPU or not
         self.batches: list[tuple[int, bool]] = []
 
     def _verify_distinct(self, names, texts, timed):
