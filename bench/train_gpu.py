@@ -85,6 +85,7 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Pa
         cfg.eval.max_tokens,
         cfg.eval.batch_size,
         seed=step,
+        timed=cfg.eval.probe_timed,
     )
     point = {"label": label, "step": step, **result, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     coder.record_probe_time(run, label, len(tasks) * cfg.eval.samples, result)

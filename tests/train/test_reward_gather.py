@@ -19,6 +19,10 @@ TASKS = {name: Task(name=name, source="") for name in ("A", "B", "C")}
 class ScriptedReward(CoderReward):
     """CoderReward whose verification reads the verdict off the completion: "correct 2.0" or "mismatch"."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.times_here = True  # its verdicts carry speedups when timed, GPU or not
+
     def verify(self, names, texts, timed=True):
         out = []
         for name, text in zip(names, texts):

@@ -22,6 +22,7 @@ class CountingReward(CoderReward):
 
     def __init__(self, reward: RewardConfig, verifier: VerifierConfig | None = None):
         super().__init__(TASKS, reward, verifier or VerifierConfig(), group_size=4)
+        self.times_here = True  # its verdicts carry speedups when timed, GPU or not
         self.batches: list[tuple[list[str], bool]] = []
 
     def _verify_distinct(self, names, texts, timed):
@@ -98,3 +99,14 @@ def test_a_pytorch_fallback_scores_zero_under_the_strict_policy():
     assert call(reward, completions, ["A"] * 4) == [0.0, 0.0, 1.0, 0.0]
     # the same group with the fallback counted (the kernelbench policy) would open the gate and pay the fallback
     assert [v.policy_status["kernelbench"] for v in reward.verify(["A"] * 2, completions[:2])] == ["correct"] * 2
+
+
+def test_the_local_pool_without_a_gpu_times_nothing():
+    """Without a GPU the local pool's verdicts are correctness only: a timed pass would verify the same samples
+    again for nothing (bench/reward_step.py on the 2-core CPU: 17 s of a 44 s step)."""
+    import torch
+
+    reward = CoderReward(TASKS, RewardConfig(), VerifierConfig(), group_size=4)
+    assert reward.timing == ("gated" if torch.cuda.is_available() else "none")
+    served = CoderReward(TASKS, RewardConfig(), VerifierConfig(via="http", url="http://127.0.0.1:1"), group_size=4)
+    assert served.timing == "all"  # the server's machine decides

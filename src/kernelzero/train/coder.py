@@ -166,7 +166,14 @@ def _warm_probe(cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]],
 
     def probe(model: Any) -> float:
         result = probe_pass1(
-            model, tokenizer, tasks, reward, w.probe_samples, cfg.grpo.temperature, cfg.grpo.max_completion_length
+            model,
+            tokenizer,
+            tasks,
+            reward,
+            w.probe_samples,
+            cfg.grpo.temperature,
+            cfg.grpo.max_completion_length,
+            timed=False,  # only its pass@1 is used
         )
         _log(f"warm-start probe: {result}")
         record_probe_time(run, "warm-start probe", len(tasks) * w.probe_samples, result)

@@ -146,6 +146,9 @@ class EvalSettings:
     temperature: float = 1.0
     max_tokens: int = 1024
     batch_size: int = 64  # generation batch of the in-memory probe (bench/train_gpu.py; eval batches its own)
+    # The in-memory probe times the correct samples of gate-open groups for a held-out mean reward; off (default):
+    # correctness only, pass@1 and the gate's share without holding the GPU alone (the mean reward is the steps')
+    probe_timed: bool = False
 
 
 @dataclass(frozen=True)

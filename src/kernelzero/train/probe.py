@@ -66,8 +66,13 @@ def probe_pass1(
     max_new_tokens: int = 512,
     batch_size: int = 64,
     seed: int = 0,
+    timed: bool = True,
 ) -> dict[str, Any]:
-    """pass@1 (strict policy), mean CA-GRPO reward and statuses of `samples` completions per task."""
+    """pass@1 (strict policy), mean CA-GRPO reward and statuses of `samples` completions per task.
+
+    `timed=False`: correctness only. pass@1 and the gate's open share need no timing (the gate is decided by a
+    group's correctness), so nothing is timed and `reward_mean` is None where the reward has a speed term (a timed
+    sample holds the GPU alone: on the H200 the exclusive window was most of a timed verification's cost)."""
     was_training = model.training
     model.eval()
     start = time.monotonic()
@@ -75,7 +80,9 @@ def probe_pass1(
     gens = sample_completions(model, tokenizer, prompts, samples, temperature, max_new_tokens, batch_size, seed)
     generated = time.monotonic()
     names = [t.name for t in tasks for _ in range(samples)]
-    _, rows, _ = reward.score(names, [text for text, _ in gens], [tokens for _, tokens in gens], lambda r: (r, 0))
+    untimed = not timed and reward.timing != "none"
+    texts, tokens = [text for text, _ in gens], [count for _, count in gens]
+    _, rows, _ = reward.score(names, texts, tokens, lambda r: (r, 0), timing="none" if untimed else None)
     rewards, gates = group_rewards(rows, samples, reward.reward)
     scored = [x for x in rewards if x is not None]  # skipped samples (infra_error, task_broken) have no reward
     if was_training:
@@ -90,7 +97,7 @@ def probe_pass1(
         "samples": samples,
         "pass1": sum(per_task) / len(per_task) if per_task else 0.0,
         "tasks_solved": sum(1 for p in per_task if p > 0),
-        "reward_mean": sum(scored) / len(scored) if scored else 0.0,
+        "reward_mean": None if untimed else sum(scored) / len(scored) if scored else 0.0,
         "gate_open_share": sum(gates) / len(gates) if gates else 0.0,
         "statuses": dict(sorted(Counter(r[3] for r in rows).items())),
         "mean_tokens": sum(t for _, t in gens) / len(gens) if gens else 0.0,

@@ -23,7 +23,8 @@ from those checks, and only the correct samples of groups whose gate opens are v
 verdict of that second, timed verification is the sample's). With the gate off every correct sample is timed in
 one pass ("all"); with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing
 is the server's setting, so it is one pass ("all"). CUDA on CPU (`compiled_counts`) is compile-checked only:
-c_i = 1 for a `compiled` verdict, nothing timed. Identical completions of a task (the same extracted code)
+c_i = 1 for a `compiled` verdict, nothing timed. The local pool on a machine without a GPU times nothing either
+("none": its verdicts are correctness only, so a timed pass would only verify the same samples again). Identical completions of a task (the same extracted code)
 are verified once and share the verdict.
 """
 
@@ -37,7 +38,7 @@ from typing import Any
 from kernelzero.extract import extract_code
 from kernelzero.rewards import ca_grpo_rewards, gate_open, is_correct, verdict_speedup
 from kernelzero.service.client import Client
-from kernelzero.service.pool import VerifyRequest, verify_many
+from kernelzero.service.pool import VerifyRequest, verify_many, visible_gpus
 from kernelzero.service.store import VerdictStore
 from kernelzero.train.config import RewardConfig, VerifierConfig
 from kernelzero.types import SKIPPED_STATUSES, Task, Verdict, is_skipped
@@ -129,6 +130,9 @@ class CoderReward:
         if reward.baseline == "compile":
             overrides["compile_baseline"] = True
         self.options = options_for("default", **overrides)
+        # Where verification can time at all: the local pool times only on a GPU of this machine (without one every
+        # verdict is correctness only, so a timed pass would verify the gate-open groups again for nothing)
+        self.times_here = verifier.via != "pool" or visible_gpus() != []
         if verifier.via != "http":  # verified on this machine: refuse now, before any step, without the sandbox
             from kernelzero.verify.sandbox.process import plan_for
 
@@ -137,7 +141,7 @@ class CoderReward:
     @property
     def timing(self) -> str:
         """Which samples are timed: "none", "all" (one pass) or "gated" (see the module docstring)."""
-        if self.reward.correctness_only or self.reward.beta == 0 or self.reward.compiled_counts:
+        if self.reward.correctness_only or self.reward.beta == 0 or self.reward.compiled_counts or not self.times_here:
             return "none"
         if not self.reward.gate or self.verifier.via == "http":
             return "all"
@@ -161,10 +165,12 @@ class CoderReward:
         texts: Sequence[str],
         tokens: Sequence[int],
         gather: Callable[[list[Row]], tuple[list[Row], int]] = gather_rows,
+        timing: str | None = None,
     ) -> tuple[list[Verdict], list[Row], int]:
-        """Verify (and time, as `timing` says) this process's samples; return their verdicts, the gathered rows
-        of every process and this process's offset into them (`gather`: all processes' rows in rank order)."""
-        mode = self.timing
+        """Verify (and time, as `timing` says: default `self.timing`) this process's samples; return their verdicts,
+        the gathered rows of every process and this process's offset into them (`gather`: all processes' rows in
+        rank order)."""
+        mode = timing or self.timing
         verdicts = self.verify(names, texts, timed=mode == "all")
         counts = self.reward.compiled_counts
         rows = [verdict_row(n, v, k, self.reward.baseline, counts) for n, v, k in zip(names, verdicts, tokens)]

@@ -1,0 +1,119 @@
+"""One GRPO step's reward, as the trainer asks for it (issue 26 item 3): 64 completions (8 tasks x 8) through
+`CoderReward.score`, correctness first for the whole step, then timing for the correct samples of the groups whose
+gate opens; wall seconds of each pass, the verifications each made, the statuses.
+
+    PYTHONPATH=src python3 bench/reward_step.py --steps 3              # on the GPU host: warm steps after the first
+    PYTHONPATH=src python3 bench/reward_step.py --steps 1 --tasks 2    # a CPU check of the script (interpreter)
+
+The completions are the miniature's tasks (configs/tiny-gpu.yaml sizes) answered the way a policy part-way through
+training answers them: per group, from all correct down to none (`MIX`), the rest wrong (the right kernel storing a
+scaled result: it compiles, runs and mismatches) or without code (answered before any judge). Each step draws new
+tasks and marks every answer with the step, so no verdict is reused across steps; identical answers within a group
+are verified once, as in training. Writes reward_step.jsonl (one row per step) under $OUT or --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from kernelzero.train.config import load_config
+from kernelzero.train.miniature import answer_text, make_tasks
+from kernelzero.train.reward import CoderReward
+from kernelzero.types import Task
+
+# correct answers per group of 8 (a spread like the middle of training: some gates open, some closed); of the rest,
+# one is an answer without code where there is room, the others wrong
+MIX = (8, 7, 6, 5, 4, 2, 1, 0)
+NO_CODE = "I could not write a kernel for this module."
+
+
+class TimedReward(CoderReward):
+    """The trainer's reward, noting each verification pass: (timed, distinct completions verified, seconds)."""
+
+    passes: list[tuple[bool, int, float]]
+
+    def _verify_distinct(self, names, texts, timed):
+        start = time.monotonic()
+        out = super()._verify_distinct(names, texts, timed)
+        self.passes.append((timed, len(names), time.monotonic() - start))
+        return out
+
+
+def completions(minis: list, group: int, step: int) -> tuple[list[str], list[str]]:
+    """(task names, completion texts) of one step: `group` answers per task after `MIX`."""
+    names, texts = [], []
+    for k, m in enumerate(minis):
+        right = MIX[k % len(MIX)] * group // 8
+        answer = answer_text(m)
+        wrong = answer.replace("tl.store(out_ptr + offsets, x,", "tl.store(out_ptr + offsets, x * 1.5,")
+        wrong = wrong.replace("tl.store(out_ptr + row, ", "tl.store(out_ptr + row, 1.5 * ")
+        if wrong == answer:
+            raise ValueError(f"{m.name}: no store to make wrong in its answer")
+        for i in range(group):
+            if i < right:
+                text = answer.replace("```python\n", f"```python\n# step {step} sample {i}\n", 1)
+            elif i == right and group - right > 1:
+                text = NO_CODE
+            else:
+                text = wrong.replace("```python\n", f"```python\n# step {step} sample {i}\n", 1)
+            names.append(m.name)
+            texts.append(text)
+    return names, texts
+
+
+def one_step(cfg, minis: list, group: int, step: int) -> dict:
+    tasks = {m.name: Task(name=m.name, source=m.source) for m in minis}
+    reward = TimedReward(tasks, cfg.reward, cfg.verifier, group, cfg.backend, None)
+    reward.passes = []
+    names, texts = completions(minis, group, step)
+    start = time.monotonic()
+    verdicts, rows, _ = reward.score(names, texts, [0] * len(texts))
+    wall = time.monotonic() - start
+    statuses: dict[str, int] = {}
+    for v in verdicts:
+        statuses[v.status] = statuses.get(v.status, 0) + 1
+    untimed = [p for p in reward.passes if not p[0]]
+    timed = [p for p in reward.passes if p[0]]
+    return {
+        "step": step,
+        "completions": len(texts),
+        "wall_s": round(wall, 2),
+        "correctness_s": round(sum(p[2] for p in untimed), 2),
+        "verified_untimed": sum(p[1] for p in untimed),
+        "timing_s": round(sum(p[2] for p in timed), 2),
+        "verified_timed": sum(p[1] for p in timed),
+        "timing_mode": reward.timing,
+        "statuses": dict(sorted(statuses.items())),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="configs/tiny-gpu.yaml")
+    p.add_argument("--steps", type=int, default=3, help="steps, each on new tasks (the first starts the judges)")
+    p.add_argument("--tasks", type=int, default=8)
+    p.add_argument("--group", type=int, default=8)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    if args.steps < 1 or args.tasks < 1 or args.group < 2:
+        p.error("--steps and --tasks must be at least 1, --group at least 2")
+    cfg = load_config(args.config)
+    out = Path(args.out or os.environ.get("OUT") or "bench_out")
+    out.mkdir(parents=True, exist_ok=True)
+    t = cfg.tasks
+    minis = make_tasks(args.tasks * args.steps, seed=77, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+    keys = ["step", "completions", "wall_s", "correctness_s", "verified_untimed", "timing_s", "verified_timed"]
+    print("| " + " | ".join([*keys, "statuses"]) + " |\n|" + "---|" * (len(keys) + 1), flush=True)
+    for step in range(args.steps):
+        row = one_step(cfg, minis[step * args.tasks : (step + 1) * args.tasks], args.group, step)
+        print("| " + " | ".join(str(row[k]) for k in [*keys, "statuses"]) + " |", flush=True)
+        with (out / "reward_step.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
