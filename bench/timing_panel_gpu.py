@@ -152,6 +152,11 @@ def prebuild_cuda(case: tp.Case) -> None:
     print(f"  {case.id}: extensions {[(r.ok, 'cached' if r.cached else 'built') for r in results]}", flush=True)
 
 
+def _notes(notes: list[str]) -> list[str]:
+    """A verdict's first four notes, and any later one about the judge's floor (why it had none)."""
+    return [n[:160] for n in notes[:4]] + [n[:240] for n in notes[4:] if "floor" in n][:2]
+
+
 def run_record(case: tp.Case, phase: str, verdict, seconds: float) -> dict:
     """One verification as the JSON-lines file keeps it."""
     timing, ref = verdict.timing, verdict.ref_eager
@@ -171,7 +176,7 @@ def run_record(case: tp.Case, phase: str, verdict, seconds: float) -> dict:
             if k.startswith(("call_", "floor_"))
         },
         "timing_check": verdict.timing_check[:120],
-        "notes": [str(n)[:160] for n in (getattr(verdict, "notes", None) or ())][:4],
+        "notes": _notes([str(n) for n in (getattr(verdict, "notes", None) or ())]),
         "message": verdict.message[:300],
         "seconds": round(seconds, 1),
     }
