@@ -11,7 +11,14 @@ from torch.overrides import TorchFunctionMode
 
 from kernelzero.types import Task
 from kernelzero.verify import options_for, verify
-from kernelzero.verify.judge.floor import FLOOR_CALLS, FLOOR_TOLERANCE, LONG_ENOUGH, apply_floor, floor_calls
+from kernelzero.verify.judge.floor import (
+    FLOOR_CALLS,
+    FLOOR_SET_BYTES,
+    FLOOR_TOLERANCE,
+    LONG_ENOUGH,
+    apply_floor,
+    floor_calls,
+)
 from kernelzero.verify.worker.seal import CAPTURE_BATCH
 
 MIB = 1 << 20
@@ -21,6 +28,8 @@ def test_a_floor_batch_fills_its_gpu_time_within_one_blocks_bytes():
     # a 0.1 ms call on 1 MiB sets: 200 calls reach 20 ms, and 256 MiB holds 36 (sets, placeholders, staged copies;
     # outputs, their copies, the blank's copies, the copies fetched)
     assert floor_calls(MIB, MIB, 0.1, 256 * MIB) == 36
+    # with small outputs, the sets drawn bound it: 64 MiB of them
+    assert floor_calls(MIB, 64, 0.1, 1024 * MIB) == FLOOR_SET_BYTES // MIB == 64
     # a 1 ms call on small sets: 20 calls are enough
     assert floor_calls(1024, 1024, 1.0, 256 * MIB) == 20
     # a 4 us call on tiny sets: the count's own bound

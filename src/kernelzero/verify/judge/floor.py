@@ -9,9 +9,9 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
 
 - **Size**: as many calls as reach `FLOOR_MS` of GPU work at the candidate's reported rate (a small claim gets a
   long batch), at most `FLOOR_CALLS`, no more than the reference runs in `REF_BATCH_MS` (it runs the same sets: its
-  outputs are the expected ones), and no more than one timing block's bytes (`timing_stage.BLOCK_BYTES`: each call's
-  sets and outputs, and the placeholders the capture used). Small sets get the whole batch; a 64 MB set gets one or
-  two calls.
+  outputs are the expected ones), no more sets than `FLOOR_SET_BYTES` (drawn inside the exclusive window), and no
+  more than one timing block's bytes (`timing_stage.BLOCK_BYTES`: each call's sets and outputs, and the placeholders
+  the capture used). Small sets get the whole batch; a 64 MB set gets one call.
 - **Round trip**: the judge's time for `ROUND_TRIPS` empty floor batches on the same worker, measured first. Where a
   batch that fits could not reach `LONG_ENOUGH` round trips at the slower side's reported rate, no batch is run (a
   note says so): a floor batch costs its sets' draws, transfers and output checks inside the exclusive GPU window.
@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 FLOOR_MS = 20.0  # GPU time a floor batch aims at
 FLOOR_CALLS = 256  # calls in a floor batch at most (each costs a set drawn and an output sent and checked)
 REF_BATCH_MS = 100.0  # the reference's floor batch at its reported rate at most (it bounds the batch's calls)
+# Bytes of fresh input sets a floor batch draws at most: the reference's process draws them on the host and both
+# workers take them, all inside the exclusive GPU window (for 1 MiB sets: 64 calls, not 256)
+FLOOR_SET_BYTES = 64 << 20
 ROUND_TRIPS = 3  # empty floor batches timed per side for the judge's own round trip
 LONG_ENOUGH = 10.0  # batch GPU time / round trip at which the floor replaces the clock check
 FLOOR_TOLERANCE = 0.03  # the floor may exceed the candidate's statistic by this share before it is raised
@@ -68,7 +71,8 @@ def floor_calls(set_bytes: int, out_bytes: int, per_call_ms: float, block_bytes:
     fits = block_bytes // max(1, 3 * set_bytes + 4 * out_bytes)
     want = math.ceil(FLOOR_MS / max(per_call_ms, 1e-4))
     reference = math.ceil(REF_BATCH_MS / max(ref_ms, 1e-4))
-    return max(1, min(FLOOR_CALLS, fits, want, reference))
+    drawn = FLOOR_SET_BYTES // max(1, set_bytes)
+    return max(1, min(FLOOR_CALLS, fits, want, reference, drawn))
 
 
 def _round_trip(worker: WorkerProcess, timeout_s: float, what: str) -> tuple[float, str]:
