@@ -7,6 +7,7 @@ import contextlib
 
 import pytest
 import torch
+from deferring import Deferring
 from torch.overrides import TorchFunctionMode
 
 from kernelzero.types import Task
@@ -83,23 +84,6 @@ def _capture(model, sets: list) -> tuple[list, list]:
     raw, snaps = [], []
     CAPTURE_BATCH(model, sets, contextlib.nullcontext(), raw, snaps, torch.Tensor, torch.Tensor.clone, DEPTHS)
     return raw, snaps
-
-
-class Deferring:
-    """Each odd call returns an empty output and the next call fills it along with its own: work batched across the
-    calls of a batch, right in every output by the end."""
-
-    def __init__(self):
-        self.pending = None
-
-    def __call__(self, x):
-        out = torch.zeros_like(x)
-        if self.pending is None:
-            self.pending = (x, out)
-            return out
-        (px, pout), self.pending = self.pending, None
-        pout.copy_(torch.relu(px))
-        return out.copy_(torch.relu(x))
 
 
 def test_the_floor_checks_each_calls_outputs_as_they_were_when_the_call_was_done():

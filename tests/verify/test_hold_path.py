@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from deferring import Deferring
 
 from kernelzero.verify.judge.timing_checks import HOLD_STEPS_US, next_hold_us, same_hold
 from kernelzero.verify.worker import hold
 from kernelzero.verify.worker.seal import TIMED_BATCH
-from kernelzero.verify.worker.timed_block import AUDIT_HOLD_US, plan
+from kernelzero.verify.worker.timed_block import _IDLE, AUDIT_HOLD_US, plan
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 DEPTHS = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack)
@@ -254,41 +255,14 @@ def test_a_calls_launch_path_ends_at_the_holds_release():
     assert len(spent) == 3 and max(spent) < 0.01
 
 
-class Deferring:
-    """Every other call returns an empty output and the next call fills it along with its own (work deferred and
-    batched across a block's calls, with a launch of its own on every call): right in every output by the block's end."""
-
-    def __init__(self):
-        self.pending = None
-
-    def __call__(self, x):
-        out = torch.zeros_like(x)
-        if self.pending is None:
-            self.pending = (x, out)
-            return out
-        (px, pout), self.pending = self.pending, None
-        pout.copy_(px * 3)
-        return out.copy_(x * 3)
-
-
 def test_a_blocks_outputs_are_copied_as_each_call_left_them():
-    class Idle:
-        def wait(self) -> None:
-            pass
-
-        def next(self, end=None) -> None:
-            pass
-
-        def record(self, stream=None) -> None:
-            pass
-
     sets = [torch.randn(8) for _ in range(4)]
     calls = [((x,), ()) for x in sets]
     snaps: list = []
     values = TIMED_BATCH(
-        Deferring(), calls, [Idle()] * 4, [Idle()] * 4, None, Idle(), time.perf_counter, [], [], lambda: 0, snaps,
+        Deferring(), calls, [_IDLE] * 4, [_IDLE] * 4, None, _IDLE, time.perf_counter, [], [], lambda: 0, snaps,
         torch.Tensor, torch.Tensor.clone, DEPTHS,
     )  # fmt: skip
     assert values == [None] * 4  # every output copied: the raw ones are not held
     # the deferred calls' outputs were right by the block's end, but the copies the judge checks show them empty
-    assert [torch.equal(c[0], x * 3) for c, x in zip(snaps, sets, strict=True)] == [False, True, False, True]
+    assert [torch.equal(c[0], torch.relu(x)) for c, x in zip(snaps, sets, strict=True)] == [False, True, False, True]
