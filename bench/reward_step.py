@@ -34,7 +34,9 @@ NO_CODE = "I could not write a kernel for this module."
 class TimedReward(CoderReward):
     """The trainer's reward, noting each verification pass: (timed, distinct completions verified, seconds)."""
 
-    passes: list[tuple[bool, int, float]]
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.passes: list[tuple[bool, int, float]] = []
 
     def _verify_distinct(self, names, texts, timed):
         start = time.monotonic()
@@ -67,8 +69,7 @@ def completions(minis: list, group: int, step: int) -> tuple[list[str], list[str
 
 def one_step(cfg, minis: list, group: int, step: int) -> dict:
     tasks = {m.name: Task(name=m.name, source=m.source) for m in minis}
-    reward = TimedReward(tasks, cfg.reward, cfg.verifier, group, cfg.backend, None)
-    reward.passes = []
+    reward = TimedReward(tasks, cfg.reward, cfg.verifier, group, cfg.backend)
     names, texts = completions(minis, group, step)
     start = time.monotonic()
     verdicts, rows, _ = reward.score(names, texts, [0] * len(texts))
