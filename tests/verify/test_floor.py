@@ -26,13 +26,13 @@ MIB = 1 << 20
 
 
 def test_a_floor_batch_fills_its_gpu_time_within_one_blocks_bytes():
-    # a 0.1 ms call on 1 MiB sets: 200 calls reach 20 ms, and 256 MiB holds 36 (sets, placeholders, staged copies;
+    # a 0.1 ms call on 1 MiB sets: 500 calls reach 50 ms, and 256 MiB holds 36 (sets, placeholders, staged copies;
     # outputs, their copies, the blank's copies, the copies fetched)
     assert floor_calls(MIB, MIB, 0.1, 256 * MIB) == 36
     # with small outputs, the sets drawn bound it: 64 MiB of them
     assert floor_calls(MIB, 64, 0.1, 1024 * MIB) == FLOOR_SET_BYTES // MIB == 64
-    # a 1 ms call on small sets: 20 calls are enough
-    assert floor_calls(1024, 1024, 1.0, 256 * MIB) == 20
+    # a 1 ms call on small sets: 50 calls are enough
+    assert floor_calls(1024, 1024, 1.0, 256 * MIB) == 50
     # a 4 us call on tiny sets: the count's own bound
     assert floor_calls(64, 64, 0.004, 256 * MIB) == FLOOR_CALLS
     # a set larger than the block: one call all the same
@@ -135,15 +135,18 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
+        self.up = nn.Parameter(torch.randn(1024, 4096) / 32)
         self.w = nn.Parameter(torch.randn(1024, 1024) / 32)
+        self.down = nn.Parameter(torch.randn(4096, 1024) / 64)
 
     def forward(self, x):
-        for _ in range(16):
-            x = torch.tanh(x @ self.w)
-        return x
+        h = (x @ self.up).view(-1, 1024)  # 64 rows in, 256 rows of work: small sets, heavy calls, few launches
+        for _ in range(14):
+            h = torch.tanh(h @ self.w)
+        return torch.tanh(h.reshape(-1, 4096) @ self.down)
 
 def get_inputs():
-    return [torch.randn(256, 1024)]
+    return [torch.randn(64, 1024)]
 
 def get_init_inputs():
     return []
@@ -181,14 +184,16 @@ def _rerecord_start():
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
+        self.up = nn.Parameter(torch.randn(1024, 4096) / 32)
         self.w = nn.Parameter(torch.randn(1024, 1024) / 32)
-
+        self.down = nn.Parameter(torch.randn(4096, 1024) / 64)
         self.pending = []
 
     def _compute(self, x, out):
-        for _ in range(15):
-            x = torch.tanh(x @ self.w)
-        y = (x @ self.w).contiguous()
+        h = (x @ self.up).view(-1, 1024)
+        for _ in range(14):
+            h = torch.tanh(h @ self.w)
+        y = (h.reshape(-1, 4096) @ self.down).contiguous()
         tanh_kernel[(triton.cdiv(y.numel(), 1024),)](y, out, y.numel(), BLOCK=1024)
         return out
 
@@ -210,9 +215,10 @@ class ModelNew(nn.Module):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("cheat", [False, True])
 def test_a_reported_time_never_ends_below_the_judges_floor(cheat):
-    """Small sets, 16 matmuls a call (about 0.2 ms): the floor batch (36 calls) is long enough to decide. The cheat re-records its start event
-    after its launches (its events hold nothing of its work) and is raised to what the judge's clock saw; the honest
-    one is confirmed. Either way the candidate's time is at least the floor, within its tolerance."""
+    """Small sets (256 KiB), 16 matmuls a call on 4x their rows (about 0.4 ms, 32 launches): the floor batch (about
+    130 calls, FLOOR_MS) is long enough to decide beside the gate's other tests (round trips up to 1.4 ms there). The
+    cheat re-records its start event after its launches (its events hold nothing of its work) and is raised to what
+    the judge's clock saw; the honest one is confirmed. Either way the candidate's time is at least the floor, within its tolerance."""
     task = Task(name="floor/heavy_small_sets", source=HEAVY_TASK)
     opts = options_for(device="cuda", policy="kernelbench", static_checks=False)
     verdict = verify(task, CANDIDATE.replace("CHEAT", str(cheat)).replace("DEFER", "False"), "triton", opts)
@@ -272,12 +278,15 @@ ext = load_inline(
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
+        self.up = nn.Parameter(torch.randn(1024, 4096) / 32)
         self.w = nn.Parameter(torch.randn(1024, 1024) / 32)
+        self.down = nn.Parameter(torch.randn(4096, 1024) / 64)
 
     def forward(self, x):
-        for _ in range(15):
-            x = torch.tanh(x @ self.w)
-        return ext.tanh_legacy((x @ self.w).contiguous())
+        h = (x @ self.up).view(-1, 1024)
+        for _ in range(14):
+            h = torch.tanh(h @ self.w)
+        return ext.tanh_legacy((h.reshape(-1, 4096) @ self.down).contiguous())
 '''
 
 

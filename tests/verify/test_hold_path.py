@@ -149,9 +149,11 @@ class HostHold:
         order.append("begin")
     def wait(self):
         order.append("wait")
-    def next(self, end):
+    def settle(self, end):
         assert isinstance(end, HostEvent)
-        order.append("next")
+        order.append("settle")
+    def arm(self):
+        order.append("arm")
     def end(self):
         order.append("end")
         return [0.5] * (len(self.mins) - 1), 1
@@ -204,8 +206,8 @@ def test_a_block_is_one_hand_off_with_the_recorder_on_audits_alone_and_events_ar
     assert got["cpu_out"] == [[v + 1.0] * 4 for v in (1.0, 2.0, 3.0, 4.0)]  # timed calls' outputs, then the audit's
     assert cpu["calls_without_kernel"] == 4  # nothing launched a kernel of the candidate's (no backend here)
     # the GPU branch with stand-ins: per call the hold is waited for, the events bracket the forward, the hold goes on
-    per_call = ["wait", "record", "forward", "record", "next"]
-    assert got["order"][: 2 + 5 * 5] == ["begin", *per_call * 5, "end"]
+    per_call = ["wait", "record", "forward", "record", "settle", "arm"]
+    assert got["order"][: 2 + 5 * 6] == ["begin", *per_call * 5, "end"]
     assert got["mins"] == [100.0, 100.0, AUDIT_HOLD_US, 100.0, 100.0, 0.0]  # audits' hold at least AUDIT_HOLD_US
     gpu = got["gpu"]
     assert gpu["protocol"] == "hold" and gpu["capped"] == 1 and len(gpu["times_ms"]) == 3
@@ -237,8 +239,11 @@ def test_a_calls_launch_path_ends_at_the_holds_release():
         def wait(self) -> None:
             pass
 
-        def next(self, end=None) -> None:
+        def settle(self, end=None) -> None:
             time.sleep(0.03)
+
+        def arm(self) -> None:
+            pass
 
     class Event:
         def record(self, stream=None) -> None:
@@ -266,3 +271,36 @@ def test_a_blocks_outputs_are_copied_as_each_call_left_them():
     assert values == [None] * 4  # every output copied: the raw ones are not held
     # the deferred calls' outputs were right by the block's end, but the copies the judge checks show them empty
     assert [torch.equal(c[0], torch.relu(x)) for c, x in zip(snaps, sets, strict=True)] == [False, True, False, True]
+
+
+def test_each_calls_outputs_are_copied_while_no_hold_runs():
+    """The copies are taken between the hold's `settle` (the call's work done) and `arm` (the next hold queued): a
+    copy's allocation may wait for the device, which an armed hold (waiting for the host) would stall to its cap."""
+    log: list = []
+
+    class Hold:
+        armed = True
+
+        def wait(self) -> None:
+            log.append("wait")
+
+        def settle(self, end=None) -> None:
+            self.armed = False
+            log.append("settle")
+
+        def arm(self) -> None:
+            self.armed = True
+            log.append("arm")
+
+    hold = Hold()
+
+    def copy(t):
+        log.append("copy" if not hold.armed else "copy while armed")
+        return t.clone()
+
+    calls = [((torch.randn(4),), ())] * 3
+    TIMED_BATCH(
+        torch.relu, calls, [_IDLE] * 3, [_IDLE] * 3, None, hold, time.perf_counter, [], [], lambda: 0, [],
+        torch.Tensor, copy, DEPTHS,
+    )  # fmt: skip
+    assert log == ["wait", "settle", "copy", "arm"] * 3

@@ -134,8 +134,8 @@ def _shape(props) -> tuple[int, int]:
 
 class Hold:
     """One process's hold kernel and its flags (see the module docstring). Used by one thread at a time:
-    `begin(stream, mins_us)`, then per call `wait()` before the start event and `next(end)` after the end event,
-    then `end()` for each call's outlive (ms) and the number of capped holds."""
+    `begin(stream, mins_us)`, then per call `wait()` before the start event, `settle(end)` after the end event and
+    `arm()` for the next call (`next(end)`: both at once), then `end()` for each call's outlive (ms) and the number of capped holds."""
 
     unavailable = ""
 
@@ -216,16 +216,25 @@ class Hold:
             if _clock() > give_up:
                 raise RuntimeError("the GPU hold never started (the GPU is held by another program?)")
 
-    def next(self, end: torch.cuda.Event) -> None:
+    def settle(self, end: torch.cuda.Event) -> None:
         """Release the current hold (the call's launches and `end`, its end event, are queued behind it); wait for
         the end event, then for the whole device: the seconds between the two are the call's outlive (work it left
-        on other streams); then queue the next hold on an idle GPU."""
+        on other streams). No hold runs until `arm`: what the host does in between (an allocation, which may wait
+        for the device) cannot stall behind a hold that waits for the host."""
         self.flags[1] = self.gen
         end.synchronize()
         ended = _clock()
         torch.cuda.synchronize()
         self.outlive.append(_clock() - ended)
+
+    def arm(self) -> None:
+        """Queue the next call's hold (behind whatever the host queued since `settle`)."""
         self._launch()
+
+    def next(self, end: torch.cuda.Event) -> None:
+        """`settle(end)`, then `arm()`: the next hold queued on an idle GPU."""
+        self.settle(end)
+        self.arm()
 
     def end(self) -> tuple[list[float], int]:
         """Release the last hold, wait for the device; (per call: ms the run's work outlived its end events, beyond

@@ -112,13 +112,14 @@ def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count, 
             for mode in reversed(modes):
                 mode.__exit__(None, None, None)
         spent.append(clock() - t0)
-        hold.next(ends[k])
+        hold.settle(ends[k])
         marks.append(count())
         value = values[k]
         outs = value if type(value) is tuple or type(value) is list else (value,)
         modes_left = depths[0]() or depths[1]()
         copies = [copy(t) if type(t) is plain and not modes_left else None for t in outs]
         snaps.append(copies)
+        hold.arm()
         whole = True
         for c in copies:
             if c is None:
@@ -130,13 +131,15 @@ def batch(model, calls, starts, ends, stream, hold, clock, spent, marks, count, 
 
 # A whole block of calls (warm-ups, timed calls, audits) in one hand-off to the runner thread, each behind the GPU
 # hold (worker/hold.py): `hold.wait()` returns once the hold has every SM, the start event, the forward's launches and
-# the end event are queued behind it, and `hold.next(end)` releases it, waits for the call (and the device) and queues the next one. Audit calls enter their
-# modes (the op recorder) around their forward alone; nothing else differs between an audit and a timed call. After
-# each call (its work done, the next hold queued) a copy of each of its outputs goes to `snaps` (`copy`, only of a
-# plain tensor and while no torch mode is left active, else None): queued behind the next hold, it runs before the
-# next call's start event, outside every timed interval, and holds what the call's outputs held when the call was
-# done. The judge checks the copies: an output a call left for a later call to fill (work deferred and batched across
-# the block's calls) is wrong there, though right by the end of the block. A call whose outputs were all copied keeps
+# the end event are queued behind it, `hold.settle(end)` releases it and waits for the call (and the device), and
+# `hold.arm()` queues the next one. Audit calls enter their modes (the op recorder) around their forward alone; nothing
+# else differs between an audit and a timed call. Between `settle` and `arm` (the call's work done, no hold running)
+# a copy of each of its outputs goes to `snaps` (`copy`, only of a plain tensor and while no torch mode is left
+# active, else None): it runs before the next hold, outside every timed interval, and holds what the call's outputs
+# held when the call was done. (Taken after `arm`, the copies' allocations waited for the device while the armed hold
+# waited for the host: on the H200, 2026-12-04, most timed verdicts of the gate had calls stalled to the hold's cap.)
+# The judge checks the copies: an output a call left for a later call to fill (work deferred and batched across the
+# block's calls) is wrong there, though right by the end of the block. A call whose outputs were all copied keeps
 # None in `values` (its raw outputs are not held); the others keep what the forward returned, for the reply's words.
 TIMED_BATCH = _clean(
     _BATCH_SOURCE,

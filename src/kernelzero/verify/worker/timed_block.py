@@ -50,7 +50,10 @@ class _Idle:
     def wait(self) -> None:
         pass
 
-    def next(self, end=None) -> None:
+    def settle(self, end=None) -> None:
+        pass
+
+    def arm(self) -> None:
         pass
 
     def record(self, stream=None) -> None:
