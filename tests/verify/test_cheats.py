@@ -326,7 +326,15 @@ def test_cheat_rejected_gpu(cheat: Cheat):
         and verdict.speedup_eager is not None
         and verdict.speedup_eager <= cheat.max_speedup
     )
-    assert verdict.status in cheat.expect.split("|") or neutralised, (
+    # a bounded cheat (max-speedup) that is `correct` must be credited no more than the bound, even where its
+    # `expect` lists `correct` (the event-rewriting one: correct once its times are corrected)
+    over = (
+        cheat.max_speedup is not None
+        and verdict.status == "correct"
+        and verdict.speedup_eager is not None
+        and verdict.speedup_eager > cheat.max_speedup
+    )
+    assert (verdict.status in cheat.expect.split("|") or neutralised) and not over, (
         f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}"
         + (f" or correct at most {cheat.max_speedup}x" if cheat.max_speedup else "")
         + f", got {verdict.status} ({verdict.speedup_eager}x): {verdict.message}\n"
