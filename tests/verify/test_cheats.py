@@ -17,7 +17,8 @@ defence and fixtures). Its header:
                                          when a CPU run cannot observe the cheat
     # max-speedup: 1.2                   optional, timing cheats: on a GPU `correct` is right too when the speedup
                                          credited is at most this (the cheat's own honest work earns no more: the
-                                         timing neutralised the trick instead of rejecting it)
+                                         timing neutralised the trick instead of rejecting it), and only then,
+                                         even where `expect` lists `correct`
     # options: trials=5                  optional VerifyOptions overrides (key=value ...)
     # sizes: bench                       optional: on a GPU always at the task's bench sizes, never the gate's cap
                                          (fixtures.gpu_sized): its status needs a long kernel (a >10x speedup)
