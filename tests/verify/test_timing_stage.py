@@ -208,6 +208,34 @@ def test_the_recurring_input_check_needs_a_replay_in_two_rounds_and_noise_in_one
     assert timing_stage.recurring_input_check(judge, None, False, memo) == stop
 
 
+def test_a_launch_bound_gain_in_both_rounds_is_noise_and_the_fresh_sets_speedup_is_credited(monkeypatch):
+    """H200, 2026-12-04, one GRPO step of the miniature: honest answers of 4-12 us calls crossed the tolerance in both
+    rounds (1.33x against 0.84x, then 2.00x against 1.39x) with gains of 2-6 us a call, and were failed as replays.
+    Under RECUR_FLOOR_MS a call the fresh sets' timing is credited (so such a replay gains nothing); a memo on a
+    0.34 ms call saves far more and is still refused."""
+    from types import SimpleNamespace
+
+    from kernelzero.verify.judge import timing_stage
+    from kernelzero.verify.judge.timing_checks import RECUR_FLOOR_MS, replay_gain_ms
+
+    def judge_with(rounds: list[dict]):
+        monkeypatch.setattr(timing_stage, "interleaved", lambda *a, **k: rounds.pop(0))
+        return SimpleNamespace(notes=[], timed=lambda *a: None, verdict=lambda status, stage, msg: (status, msg))
+
+    tiny = _sides(0.010, 0.0075)  # 1.33x on the recurring set
+    fresh = _sides(0.010, 0.0072)  # the second round: 1.39x fresh, 2.00x recurring
+    recurring = _sides(0.010, 0.0050)
+    assert 0 < replay_gain_ms(recurring, fresh) <= RECUR_FLOOR_MS
+    judge = judge_with([_sides(0.010, 0.0119), fresh, recurring])
+    assert timing_stage.recurring_input_check(judge, None, False, tiny) is fresh  # credited the fresh sets' speed
+    assert "within a launch-bound call's noise" in judge.notes[-1] and "fresh sets'" in judge.notes[-1]
+
+    memo = _sides(0.34, 0.25)  # the same ratios at 0.34 ms: 90 us and more a call saved
+    assert replay_gain_ms(_sides(0.33, 0.24), _sides(0.35, 0.41)) > RECUR_FLOOR_MS
+    judge = judge_with([_sides(0.34, 0.40), _sides(0.35, 0.41), _sides(0.33, 0.24)])
+    assert timing_stage.recurring_input_check(judge, None, False, memo)[0] == "unconfirmed_speedup"
+
+
 def test_a_candidate_that_replays_until_it_sees_a_fresh_set_is_credited_its_second_round_speed(monkeypatch):
     """It is suspect in the first round only (it stops replaying once a fresh set came): the verdict's speedup comes
     from the second round's recurring-set timing, never from the replayed main timing."""

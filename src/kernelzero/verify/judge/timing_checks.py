@@ -14,6 +14,9 @@ from kernelzero.types import Timing
 
 OVERHEAD_FLOOR_MS = 0.01  # per call: a candidate's overhead may exceed the reference's by this much at least
 RECUR_TOLERANCE = 1.25  # a speedup on the recurring set may be this many times the fresh one (noise, no more)
+# per call: a replay must also save the candidate this much on the recurring set (what its fresh-set speedup predicts
+# there, less what it took); below it the ratio is the host's noise on a launch-bound call (`replay_gain_ms`)
+RECUR_FLOOR_MS = 0.01
 ESCAPE_FLOOR_MS = 0.02  # per call: the candidate's held-minus-event gap may exceed the reference's by this much
 ESCAPE_SHARE = 0.15  # or by this share of its held time, whichever is larger (see `escaped_work`)
 SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
@@ -130,6 +133,31 @@ def replay_suspected(recurring: dict, fresh: dict) -> tuple[bool, str]:
     if once > RECUR_TOLERANCE * again:
         return True, f"{said}: a result kept from an earlier call on the same input is replayed"
     return False, said
+
+
+def replay_gain_ms(recurring: dict, fresh: dict) -> float:
+    """Per call, ms the candidate saved on the recurring set beyond its fresh-set speedup: the time that speedup
+    predicts there (the reference's recurring-set median over it) less the candidate's recurring-set median. A
+    replay saves the candidate's whole work; on the H200 (2026-12-04) honest answers of the miniature's launch-bound
+    tasks (4-12 us a call) crossed RECUR_TOLERANCE in both rounds with gains of 2-6 us."""
+    cand = float(np.median(recurring["cand"]["times"]))
+    again = _median_speedup(fresh)
+    if not math.isfinite(again) or again <= 0:
+        return 0.0
+    return float(np.median(recurring["ref"]["times"])) / again - cand
+
+
+def replay_noise(recurring: dict, fresh: dict, said: str) -> str:
+    """'' when a second round that crossed RECUR_TOLERANCE is a replay; else the note for a gain within
+    RECUR_FLOOR_MS a call (the host's noise on a launch-bound call), whose fresh-set speedup is then the one
+    credited, so that a replay this small gains nothing either."""
+    gain = replay_gain_ms(recurring, fresh)
+    if gain > RECUR_FLOOR_MS:
+        return ""
+    return (
+        f"{said.split(': a result')[0]}: {gain * 1e3:.1f} us a call gained, within a launch-bound call's noise "
+        f"(the speedup is the fresh sets')"
+    )
 
 
 HOLD_STEPS_US = (0.0, 100.0, 200.0, 400.0, 800.0, 1500.0)  # the GPU hold's least lengths a block may get
