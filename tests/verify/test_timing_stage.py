@@ -35,6 +35,40 @@ def test_noise_of_the_reference_widens_the_margin_not_the_candidates():
     assert extra == pytest.approx(0.3, abs=1e-9)
 
 
+def test_blocks_with_calls_stalled_to_the_holds_cap_leave_the_clock_check():
+    """H200 gate at b7077c4: beside the other tests, reference blocks with calls stalled to the hold's 2 ms cap
+    made the noise allow 4.6 ms a call, and a candidate hiding 1.07 ms a call was confirmed at 19.3x. Without
+    the stalled pairs its excess is seen; an honest candidate stays confirmed; too few clean pairs keep every block."""
+    ref = [0.20, 2.40, 0.21, 0.19, 4.10, 0.20]  # two reference blocks with a stalled call each
+    hiding = [1.27, 3.40, 1.26, 1.28, 5.20, 1.27]  # 1.07 ms a call more than the reference, block by block
+    capped = {"ref": [0, 1, 0, 0, 2, 0], "cand": [0] * 6}
+
+    def with_caps(ref_over, cand_over, caps):
+        got = sides(ref_over, cand_over, cand_ms=0.02)
+        for side in got:
+            got[side]["capped"] = caps[side]
+        return got
+
+    assert check_clock(sides(ref, hiding, cand_ms=0.02))[1].startswith("confirmed")  # the stalls' noise hid it
+    extra, check = check_clock(with_caps(ref, hiding, capped))
+    assert check.startswith("corrected") and extra == pytest.approx(1.07, abs=0.01)
+    honest = [0.21, 2.35, 0.20, 0.20, 4.20, 0.21]
+    assert check_clock(with_caps(ref, honest, capped))[1].startswith("confirmed")
+    # a candidate that claims stalls on every block removes every pair: all blocks are kept, as before
+    assert check_clock(with_caps(ref, hiding, {"ref": capped["ref"], "cand": [1] * 6}))[1].startswith("confirmed")
+    # a candidate claiming stalls on some blocks only loses those pairs; the rest show its excess alike
+    some = {"ref": capped["ref"], "cand": [1, 0, 0, 1, 0, 0]}
+    assert check_clock(with_caps(ref, hiding, some))[1].startswith("corrected")
+
+
+def test_same_hold_keeps_the_stall_counts_beside_their_blocks():
+    from kernelzero.verify.judge.timing_checks import same_hold
+
+    side = {"overheads": [0.5, 0.2, 0.3, 0.4], "holds": [100.0, 200.0, 200.0, 200.0], "capped": [3, 0, 1, 0]}
+    got = same_hold({"ref": side})["ref"]
+    assert got["overheads"] == [0.2, 0.3, 0.4] and got["capped"] == [0, 1, 0]
+
+
 def test_bootstrap_interval_holds_the_point_estimate():
     ref = [2.0 + 0.01 * (i % 7) for i in range(60)]
     cand = [1.0 + 0.01 * (i % 5) for i in range(60)]

@@ -18,11 +18,10 @@ Only correct candidates reach this stage, and only while their judge holds the G
   judge times every block from sending the command to reading the reply: overhead = (judge's block time - reported
   times - untimed calls at the side's median) / timed calls (`block_overhead`); the candidate's overhead may exceed
   the reference's on the same block by at most the noise of the reference's own overhead between blocks (and a floor
-  of `OVERHEAD_FLOOR_MS` + 2% of a call). Beyond that, the candidate's times are corrected by the excess and
-  `timing_check` says so. Host load slows both sides' overheads alike; it does not move the speedup.
-- **Confidence.** The speedup is the ratio of the profile's statistic (median; mean for kernelbench) with a 95%
-  bootstrap interval over the per-call times (`Verdict.speedup_ci`). Calls under `LAUNCH_BOUND_MS` are flagged:
-  their times are dominated by launch overhead, and the speedup is not resolvable there.
+  of `OVERHEAD_FLOOR_MS` + 2% of a call), over blocks where no call hit the GPU hold's cap when two such remain.
+  Beyond that, the candidate's times are corrected by the excess and `timing_check` says so.
+- **Confidence.** The speedup: the ratio of the profile's statistic (median; kernelbench: mean), with a 95% bootstrap
+  interval (`Verdict.speedup_ci`). Calls under `LAUNCH_BOUND_MS` are flagged: launch-bound, not resolvable.
 - **Recurring inputs.** KernelBench's protocol (the kernelbench profile) times every call on one input set, so a
   result kept by the input's content (or its address) replays at no cost; the same applies in a C++ static or on
   the device, where no inspection sees it. A candidate faster than the reference there is timed again, both sides
@@ -207,7 +206,7 @@ def interleaved(
     calls = calls or planned
     per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
     sides = {
-        side: {"times": [], "overheads": [], "held": [], "holds": [], "events": [], "launch": []}
+        side: {"times": [], "overheads": [], "held": [], "holds": [], "events": [], "launch": [], "capped": []}
         for side in ("ref", "cand")
     }
     done, block, hold_us = 0, 0, HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
@@ -243,6 +242,7 @@ def interleaved(
             sides[side]["held"] += held
             sides[side]["overheads"].append(block_overhead(seconds * 1e3, times, untimed))
             sides[side]["holds"].append(hold_us)
+            sides[side]["capped"].append(int(extra.get("capped") or 0))  # blocks with stalled calls (`check_clock`)
             sides[side]["events"] += list(extra.get("events_ms") or [])
             sides[side]["launch"].append(float(extra.get("launch_ms") or 0.0))
             hold_notes(judge, side, extra)
