@@ -245,8 +245,8 @@ def test_the_recurring_input_check_needs_a_replay_in_two_rounds_and_noise_in_one
 def test_a_launch_bound_gain_in_both_rounds_is_noise_and_the_fresh_sets_speedup_is_credited(monkeypatch):
     """H200, 2026-12-04, one GRPO step of the miniature: honest answers of 4-12 us calls crossed the tolerance in both
     rounds (1.33x against 0.84x, then 2.00x against 1.39x) with gains of 2-6 us a call, and were failed as replays.
-    Under RECUR_FLOOR_MS a call the fresh sets' timing is credited (so such a replay gains nothing); a memo on a
-    0.34 ms call saves far more and is still refused."""
+    Under RECUR_FLOOR_MS a call, or on a launch-bound call, the fresh sets' timing is credited (so such a replay
+    gains nothing); a memo on a 0.34 ms call saves far more and is still refused."""
     from types import SimpleNamespace
 
     from kernelzero.verify.judge import timing_stage
@@ -263,6 +263,13 @@ def test_a_launch_bound_gain_in_both_rounds_is_noise_and_the_fresh_sets_speedup_
     judge = judge_with([_sides(0.010, 0.0119), fresh, recurring])
     assert timing_stage.recurring_input_check(judge, None, False, tiny) is fresh  # credited the fresh sets' speed
     assert "within a launch-bound call's noise" in judge.notes[-1] and "fresh sets'" in judge.notes[-1]
+
+    # the step on b7077c4's branch: an honest 13 us answer at 1.35x recurring, 0.65x fresh in both rounds (a gain
+    # of 12 us a call, over the floor): launch-bound, so noise too
+    slow_fresh, fast_recurring = _sides(0.013, 0.020), _sides(0.013, 0.0096)
+    assert replay_gain_ms(fast_recurring, slow_fresh) > RECUR_FLOOR_MS
+    judge = judge_with([_sides(0.013, 0.020), slow_fresh, fast_recurring])
+    assert timing_stage.recurring_input_check(judge, None, False, _sides(0.013, 0.0096)) is slow_fresh
 
     memo = _sides(0.34, 0.25)  # the same ratios at 0.34 ms: 90 us and more a call saved
     assert replay_gain_ms(_sides(0.33, 0.24), _sides(0.35, 0.41)) > RECUR_FLOOR_MS

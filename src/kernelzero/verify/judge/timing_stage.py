@@ -57,6 +57,7 @@ from kernelzero.verify.judge.floor import apply_floor, floor_step
 from kernelzero.verify.judge.reference import staged_time
 from kernelzero.verify.judge.timing_checks import (
     HOLD_STEPS_US,
+    LAUNCH_BOUND_MS,
     block_overhead,
     bootstrap_ci,
     check_clock,
@@ -88,7 +89,6 @@ MIN_BLOCKS = 4
 # of that is per-block cost is not yet measured.
 MAX_BLOCKS = 16
 BLOCK_BYTES = 256 << 20  # input and output bytes one block may hold on the GPU at once (judge side)
-LAUNCH_BOUND_MS = 0.02  # below this per call, launch overhead dominates: the speedup is flagged
 AUDITS_PER_BLOCK = 2  # untimed calls with the op recorder per candidate block, at positions drawn per block
 RECUR_CALLS = 20  # timed calls per side on fresh sets in the recurring-input check
 
