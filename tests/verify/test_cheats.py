@@ -321,21 +321,11 @@ def test_cheat_rejected_gpu(cheat: Cheat):
     verdict = gate_verify(
         task if cheat.bench_sizes else gpu_sized(task), cheat.source, cheat.backend, options, cheat.expect
     )
-    neutralised = (
-        cheat.max_speedup is not None
-        and verdict.status == "correct"
-        and verdict.speedup_eager is not None
-        and verdict.speedup_eager <= cheat.max_speedup
-    )
-    # a bounded cheat (max-speedup) that is `correct` must be credited no more than the bound, even where its
-    # `expect` lists `correct` (the event-rewriting one: correct once its times are corrected)
-    over = (
-        cheat.max_speedup is not None
-        and verdict.status == "correct"
-        and verdict.speedup_eager is not None
-        and verdict.speedup_eager > cheat.max_speedup
-    )
-    assert (verdict.status in cheat.expect.split("|") or neutralised) and not over, (
+    # a bounded cheat (max-speedup) that is `correct` with a speedup passes exactly when it is credited no more than
+    # the bound, even where its `expect` lists `correct` (the event-rewriting one: correct once its times are corrected)
+    bounded = cheat.max_speedup is not None and verdict.status == "correct" and verdict.speedup_eager is not None
+    ok = verdict.speedup_eager <= cheat.max_speedup if bounded else verdict.status in cheat.expect.split("|")
+    assert ok, (
         f"{cheat.name} ({cheat.attack_id}): expected {cheat.expect}"
         + (f" or correct at most {cheat.max_speedup}x" if cheat.max_speedup else "")
         + f", got {verdict.status} ({verdict.speedup_eager}x): {verdict.message}\n"
