@@ -3,6 +3,7 @@ speedup's confidence interval, and the baseline-sabotage check. The GPU runs are
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -49,16 +50,39 @@ def test_blocks_with_calls_stalled_to_the_holds_cap_leave_the_clock_check():
             got[side]["capped"] = caps[side]
         return got
 
-    assert check_clock(sides(ref, hiding, cand_ms=0.02))[1].startswith("confirmed")  # the stalls' noise hid it
     extra, check = check_clock(with_caps(ref, hiding, capped))
     assert check.startswith("corrected") and extra == pytest.approx(1.07, abs=0.01)
     honest = [0.21, 2.35, 0.20, 0.20, 4.20, 0.21]
     assert check_clock(with_caps(ref, honest, capped))[1].startswith("confirmed")
-    # a candidate that claims stalls on every block removes every pair: all blocks are kept, as before
-    assert check_clock(with_caps(ref, hiding, {"ref": capped["ref"], "cand": [1] * 6}))[1].startswith("confirmed")
+    # a candidate that claims stalls on every block removes every pair: all blocks are kept, and the robust noise
+    # (`clock_noise`) still sees its excess
+    extra, check = check_clock(with_caps(ref, hiding, {"ref": capped["ref"], "cand": [1] * 6}))
+    assert check.startswith("corrected") and extra == pytest.approx(1.07, abs=0.01)
     # a candidate claiming stalls on some blocks only loses those pairs; the rest show its excess alike
     some = {"ref": capped["ref"], "cand": [1, 0, 0, 1, 0, 0]}
     assert check_clock(with_caps(ref, hiding, some))[1].startswith("corrected")
+
+
+def test_a_few_slow_blocks_do_not_widen_the_clocks_allowance():
+    """H200 gate at 08bef74 (2026-12-04): beside the other tests a few one-call blocks took tens of ms longer in the
+    judge's clock, with no call stalled to the hold's cap on record; their standard deviation allowed 13 ms a call and
+    a candidate hiding 0.6 ms a call was confirmed at 11x. The robust noise keeps the allowance at the typical
+    blocks' spread: the hider is corrected by its excess, an honest candidate with the same slow blocks is not."""
+    from kernelzero.verify.judge.timing_checks import clock_noise
+
+    rng = np.random.default_rng(1)
+    ref = 0.30 + rng.normal(0, 0.03, 30)
+    ref[[3, 11, 24]] += [40.0, 15.0, 60.0]  # descheduled blocks
+    honest = ref + rng.normal(0, 0.03, 30)
+    honest[[5, 17]] += [30.0, 25.0]  # slow blocks of its own
+    hiding = honest + 0.62
+    assert float(np.std(ref, ddof=1)) * np.sqrt(2 / 30) * 3 > 10  # what the standard deviation would have allowed
+    assert 3 * clock_noise(ref) < 0.1
+    extra, check = check_clock(sides(list(ref), list(hiding), cand_ms=0.026))
+    assert check.startswith("corrected") and extra == pytest.approx(0.62, abs=0.05)
+    extra, check = check_clock(sides(list(ref), list(honest), cand_ms=0.026))
+    assert extra == 0.0 and check.startswith("confirmed"), check
+    assert clock_noise(np.array([0.2])) == 0.0  # one block: no spread to take
 
 
 def test_same_hold_keeps_the_stall_counts_beside_their_blocks():

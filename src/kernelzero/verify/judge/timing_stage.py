@@ -17,7 +17,7 @@ Only correct candidates reach this stage, and only while their judge holds the G
   CUDA graph runs long enough in the judge's own clock, that is its floor (judge/floor.py, taken last). Elsewhere the
   judge times every block from sending the command to reading the reply: overhead = (judge's block time - reported
   times - untimed calls at the side's median) / timed calls (`block_overhead`); the candidate's overhead may exceed
-  the reference's on the same block by at most the noise of the reference's own overhead between blocks (and a floor
+  the reference's on the same block by at most the robust noise of the reference's own overhead (`clock_noise`; a floor
   of `OVERHEAD_FLOOR_MS` + 2% of a call), over blocks where no call hit the GPU hold's cap when two such remain.
   Beyond that, the candidate's times are corrected by the excess and `timing_check` says so.
 - **Confidence.** The speedup: the ratio of the profile's statistic (median; kernelbench: mean), with a 95% bootstrap
