@@ -3,6 +3,7 @@ speedup's confidence interval, and the baseline-sabotage check. The GPU runs are
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -33,6 +34,63 @@ def test_noise_of_the_reference_widens_the_margin_not_the_candidates():
     # The candidate's own overheads are noisy; the allowance follows the reference's noise only.
     extra, _ = check_clock(sides([0.20, 0.20, 0.20, 0.20], [0.0, 1.0, 0.0, 1.0], cand_ms=0.1))
     assert extra == pytest.approx(0.3, abs=1e-9)
+
+
+def test_blocks_with_calls_stalled_to_the_holds_cap_leave_the_clock_check():
+    """H200 gate at b7077c4: beside the other tests, reference blocks with calls stalled to the hold's 2 ms cap
+    made the noise allow 4.6 ms a call, and a candidate hiding 1.07 ms a call was confirmed at 19.3x. Without
+    the stalled pairs its excess is seen; an honest candidate stays confirmed; too few clean pairs keep every block."""
+    ref = [0.20, 2.40, 0.21, 0.19, 4.10, 0.20]  # two reference blocks with a stalled call each
+    hiding = [1.27, 3.40, 1.26, 1.28, 5.20, 1.27]  # 1.07 ms a call more than the reference, block by block
+    capped = {"ref": [0, 1, 0, 0, 2, 0], "cand": [0] * 6}
+
+    def with_caps(ref_over, cand_over, caps):
+        got = sides(ref_over, cand_over, cand_ms=0.02)
+        for side in got:
+            got[side]["capped"] = caps[side]
+        return got
+
+    extra, check = check_clock(with_caps(ref, hiding, capped))
+    assert check.startswith("corrected") and extra == pytest.approx(1.07, abs=0.01)
+    honest = [0.21, 2.35, 0.20, 0.20, 4.20, 0.21]
+    assert check_clock(with_caps(ref, honest, capped))[1].startswith("confirmed")
+    # a candidate that claims stalls on every block removes every pair: all blocks are kept, and the robust noise
+    # (`clock_noise`) still sees its excess
+    extra, check = check_clock(with_caps(ref, hiding, {"ref": capped["ref"], "cand": [1] * 6}))
+    assert check.startswith("corrected") and extra == pytest.approx(1.07, abs=0.01)
+    # a candidate claiming stalls on some blocks only loses those pairs; the rest show its excess alike
+    some = {"ref": capped["ref"], "cand": [1, 0, 0, 1, 0, 0]}
+    assert check_clock(with_caps(ref, hiding, some))[1].startswith("corrected")
+
+
+def test_a_few_slow_blocks_do_not_widen_the_clocks_allowance():
+    """H200 gate at 08bef74 (2026-12-04): beside the other tests a few one-call blocks took tens of ms longer in the
+    judge's clock, with no call stalled to the hold's cap on record; their standard deviation allowed 13 ms a call and
+    a candidate hiding 0.6 ms a call was confirmed at 11x. The robust noise keeps the allowance at the typical
+    blocks' spread: the hider is corrected by its excess, an honest candidate with the same slow blocks is not."""
+    from kernelzero.verify.judge.timing_checks import clock_noise
+
+    rng = np.random.default_rng(1)
+    ref = 0.30 + rng.normal(0, 0.03, 30)
+    ref[[3, 11, 24]] += [40.0, 15.0, 60.0]  # descheduled blocks
+    honest = ref + rng.normal(0, 0.03, 30)
+    honest[[5, 17]] += [30.0, 25.0]  # slow blocks of its own
+    hiding = honest + 0.62
+    assert float(np.std(ref, ddof=1)) * np.sqrt(2 / 30) * 3 > 10  # what the standard deviation would have allowed
+    assert 3 * clock_noise(ref) < 0.1
+    extra, check = check_clock(sides(list(ref), list(hiding), cand_ms=0.026))
+    assert check.startswith("corrected") and extra == pytest.approx(0.62, abs=0.05)
+    extra, check = check_clock(sides(list(ref), list(honest), cand_ms=0.026))
+    assert extra == 0.0 and check.startswith("confirmed"), check
+    assert clock_noise(np.array([0.2])) == 0.0  # one block: no spread to take
+
+
+def test_same_hold_keeps_the_stall_counts_beside_their_blocks():
+    from kernelzero.verify.judge.timing_checks import same_hold
+
+    side = {"overheads": [0.5, 0.2, 0.3, 0.4], "holds": [100.0, 200.0, 200.0, 200.0], "capped": [3, 0, 1, 0]}
+    got = same_hold({"ref": side})["ref"]
+    assert got["overheads"] == [0.2, 0.3, 0.4] and got["capped"] == [0, 1, 0]
 
 
 def test_bootstrap_interval_holds_the_point_estimate():
@@ -206,6 +264,41 @@ def test_the_recurring_input_check_needs_a_replay_in_two_rounds_and_noise_in_one
     stop = Verdict("crash", "t", "h", "c", "triton", "kernelbench", "cuda", "timing")
     judge, calls = judge_with([_sides(0.34, 0.40), stop])  # a verdict while re-timing is the verdict
     assert timing_stage.recurring_input_check(judge, None, False, memo) == stop
+
+
+def test_a_launch_bound_gain_in_both_rounds_is_noise_and_the_fresh_sets_speedup_is_credited(monkeypatch):
+    """H200, 2026-12-04, one GRPO step of the miniature: honest answers of 4-12 us calls crossed the tolerance in both
+    rounds (1.33x against 0.84x, then 2.00x against 1.39x) with gains of 2-6 us a call, and were failed as replays.
+    Under RECUR_FLOOR_MS a call, or on a launch-bound call, the fresh sets' timing is credited (so such a replay
+    gains nothing); a memo on a 0.34 ms call saves far more and is still refused."""
+    from types import SimpleNamespace
+
+    from kernelzero.verify.judge import timing_stage
+    from kernelzero.verify.judge.timing_checks import RECUR_FLOOR_MS, replay_gain_ms
+
+    def judge_with(rounds: list[dict]):
+        monkeypatch.setattr(timing_stage, "interleaved", lambda *a, **k: rounds.pop(0))
+        return SimpleNamespace(notes=[], timed=lambda *a: None, verdict=lambda status, stage, msg: (status, msg))
+
+    tiny = _sides(0.010, 0.0075)  # 1.33x on the recurring set
+    fresh = _sides(0.010, 0.0072)  # the second round: 1.39x fresh, 2.00x recurring
+    recurring = _sides(0.010, 0.0050)
+    assert 0 < replay_gain_ms(recurring, fresh) <= RECUR_FLOOR_MS
+    judge = judge_with([_sides(0.010, 0.0119), fresh, recurring])
+    assert timing_stage.recurring_input_check(judge, None, False, tiny) is fresh  # credited the fresh sets' speed
+    assert "within a launch-bound call's noise" in judge.notes[-1] and "fresh sets'" in judge.notes[-1]
+
+    # the step on b7077c4's branch: an honest 13 us answer at 1.35x recurring, 0.65x fresh in both rounds (a gain
+    # of 12 us a call, over the floor): launch-bound, so noise too
+    slow_fresh, fast_recurring = _sides(0.013, 0.020), _sides(0.013, 0.0096)
+    assert replay_gain_ms(fast_recurring, slow_fresh) > RECUR_FLOOR_MS
+    judge = judge_with([_sides(0.013, 0.020), slow_fresh, fast_recurring])
+    assert timing_stage.recurring_input_check(judge, None, False, _sides(0.013, 0.0096)) is slow_fresh
+
+    memo = _sides(0.34, 0.25)  # the same ratios at 0.34 ms: 90 us and more a call saved
+    assert replay_gain_ms(_sides(0.33, 0.24), _sides(0.35, 0.41)) > RECUR_FLOOR_MS
+    judge = judge_with([_sides(0.34, 0.40), _sides(0.35, 0.41), _sides(0.33, 0.24)])
+    assert timing_stage.recurring_input_check(judge, None, False, memo)[0] == "unconfirmed_speedup"
 
 
 def test_a_candidate_that_replays_until_it_sees_a_fresh_set_is_credited_its_second_round_speed(monkeypatch):
