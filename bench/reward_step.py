@@ -4,6 +4,7 @@ gate opens; wall seconds of each pass, the verifications each made, the statuses
 
     PYTHONPATH=src python3 bench/reward_step.py --steps 3              # on the GPU host: warm steps after the first
     PYTHONPATH=src python3 bench/reward_step.py --steps 1 --tasks 2    # a CPU check of the script (interpreter)
+    ... --per-gpu 12 --option input_sets=0                           # the pool's lanes, a verifier option
 
 The completions are the miniature's tasks (configs/tiny-gpu.yaml sizes) answered the way a policy part-way through
 training answers them: per group, from all correct down to none (`MIX`), the rest wrong (the right kernel storing a
@@ -15,8 +16,10 @@ are verified once, as in training. Writes reward_step.jsonl (one row per step) u
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,9 +70,9 @@ def completions(minis: list, group: int, step: int) -> tuple[list[str], list[str
     return names, texts
 
 
-def one_step(cfg, minis: list, group: int, step: int) -> dict:
+def one_step(cfg, minis: list, group: int, step: int, baselines: str) -> dict:
     tasks = {m.name: Task(name=m.name, source=m.source) for m in minis}
-    reward = TimedReward(tasks, cfg.reward, cfg.verifier, group, cfg.backend)
+    reward = TimedReward(tasks, cfg.reward, cfg.verifier, group, cfg.backend, baselines_dir=baselines)
     names, texts = completions(minis, group, step)
     start = time.monotonic()
     verdicts, rows, _ = reward.score(names, texts, [0] * len(texts))
@@ -92,6 +95,27 @@ def one_step(cfg, minis: list, group: int, step: int) -> dict:
     }
 
 
+def with_verifier(cfg, per_gpu: int | None, options: list[str]):
+    """`cfg` with the pool's lanes per GPU and verifier options (KEY=VALUE, the value JSON or else a string) replaced."""
+    extra = {}
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            extra[key] = json.loads(value)
+        except json.JSONDecodeError:
+            extra[key] = value
+    if per_gpu is not None and per_gpu < 1:
+        raise ValueError("--per-gpu must be at least 1")
+    verifier = dataclasses.replace(
+        cfg.verifier,
+        per_gpu=per_gpu or cfg.verifier.per_gpu,
+        options={**cfg.verifier.options, **extra},
+    )
+    return dataclasses.replace(cfg, verifier=verifier)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default="configs/tiny-gpu.yaml")
@@ -99,18 +123,28 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=8)
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--out", default=None)
+    p.add_argument("--per-gpu", type=int, default=None, help="verifications in flight per GPU (default: the config's)")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="a verifier option (JSON value), repeatable"
+    )
     args = p.parse_args()
     if args.steps < 1 or args.tasks < 1 or args.group < 2:
         p.error("--steps and --tasks must be at least 1, --group at least 2")
     cfg = load_config(args.config)
+    try:
+        cfg = with_verifier(cfg, args.per_gpu, args.option)
+    except ValueError as exc:
+        p.error(str(exc))
     out = Path(args.out or os.environ.get("OUT") or "bench_out")
     out.mkdir(parents=True, exist_ok=True)
+    baselines = tempfile.mkdtemp(prefix="baselines-", dir=out)  # as the trainer's run: solo timings once per task
     t = cfg.tasks
     minis = make_tasks(args.tasks * args.steps, seed=77, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
     keys = ["step", "completions", "wall_s", "correctness_s", "verified_untimed", "timing_s", "verified_timed"]
     print("| " + " | ".join([*keys, "statuses"]) + " |\n|" + "---|" * (len(keys) + 1), flush=True)
     for step in range(args.steps):
-        row = one_step(cfg, minis[step * args.tasks : (step + 1) * args.tasks], args.group, step)
+        row = one_step(cfg, minis[step * args.tasks : (step + 1) * args.tasks], args.group, step, baselines)
+        row["verifier"] = {"per_gpu": cfg.verifier.per_gpu, **cfg.verifier.options}
         print("| " + " | ".join(str(row[k]) for k in [*keys, "statuses"]) + " |", flush=True)
         with (out / "reward_step.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")

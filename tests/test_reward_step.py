@@ -32,3 +32,21 @@ def test_each_group_gets_its_share_of_right_wrong_and_codeless_answers():
         assert all("1.5" in t and "# step 3 sample" in t for t in wrong)
     # every answer is distinct (nothing shares a verdict) within the step
     assert len({t for t in texts if t != rs.NO_CODE}) == len([t for t in texts if t != rs.NO_CODE])
+
+
+def test_the_pools_lanes_and_verifier_options_can_be_set_per_run():
+    import pytest
+
+    from kernelzero.train.config import load_config
+
+    cfg = load_config(str(ROOT / "configs" / "tiny-gpu.yaml"))
+    got = rs.with_verifier(cfg, 12, ["input_sets=0", "timed_calls=30", "profile=default"])
+    assert got.verifier.per_gpu == 12 and got.verifier.options["input_sets"] == 0
+    assert got.verifier.options["timed_calls"] == 30 and got.verifier.options["profile"] == "default"
+    assert got.verifier.options["trials"] == cfg.verifier.options["trials"]  # the config's others stay
+    assert rs.with_verifier(cfg, None, []).verifier == cfg.verifier
+    for bad in (["input_sets"], ["=1"]):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            rs.with_verifier(cfg, None, bad)
+    with pytest.raises(ValueError, match="per-gpu"):
+        rs.with_verifier(cfg, 0, [])

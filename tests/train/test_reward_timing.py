@@ -110,3 +110,17 @@ def test_the_local_pool_without_a_gpu_times_nothing():
     assert reward.timing == ("gated" if torch.cuda.is_available() else "none")
     served = CoderReward(TASKS, RewardConfig(), VerifierConfig(via="http", url="http://127.0.0.1:1"), group_size=4)
     assert served.timing == "all"  # the server's machine decides
+
+
+def test_the_run_caches_the_references_solo_timing_where_the_pool_verifies(tmp_path):
+    """`baselines_dir` reaches the verification options on the local pool (the reference timed alone once per task for
+    the run, verify/judge/solo.py); an explicit option wins; a remote service keeps its own."""
+    where = str(tmp_path / "baselines")
+    assert CoderReward(TASKS, RewardConfig(), VerifierConfig(), 4, baselines_dir=where).options.baselines_dir == where
+    assert CoderReward(TASKS, RewardConfig(), VerifierConfig(), 4).options.baselines_dir is None
+    mine = VerifierConfig(options={"baselines_dir": str(tmp_path / "mine")})
+    assert CoderReward(TASKS, RewardConfig(), mine, 4, baselines_dir=where).options.baselines_dir == str(
+        tmp_path / "mine"
+    )
+    remote = VerifierConfig(via="http", url="http://127.0.0.1:1")
+    assert CoderReward(TASKS, RewardConfig(), remote, 4, baselines_dir=where).options.baselines_dir is None

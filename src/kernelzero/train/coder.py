@@ -162,7 +162,15 @@ def _warm_probe(cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]],
     w = cfg.warm_start
     tasks = (splits["rl"] or splits["sft"])[: w.probe_tasks]
     store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
-    reward = CoderReward({t.name: t for t in tasks}, cfg.reward, cfg.verifier, w.probe_samples, cfg.backend, store)
+    reward = CoderReward(
+        {t.name: t for t in tasks},
+        cfg.reward,
+        cfg.verifier,
+        w.probe_samples,
+        cfg.backend,
+        store,
+        baselines_dir=str(run / "baselines"),
+    )
 
     def probe(model: Any) -> float:
         result = probe_pass1(
@@ -289,7 +297,14 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
     log = StepLog(run)
     store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
     reward = CoderReward(
-        {t.name: t for t in tasks}, cfg.reward, cfg.verifier, cfg.grpo.group_size, cfg.backend, store, log.on_reward
+        {t.name: t for t in tasks},
+        cfg.reward,
+        cfg.verifier,
+        cfg.grpo.group_size,
+        cfg.backend,
+        store,
+        log.on_reward,
+        baselines_dir=str(run / "baselines"),  # the reference timed alone once per task, not once per sample
     )
     last, done = last_checkpoint(run / "checkpoints")
     if done >= cfg.grpo.steps and (run / "policy" / "config.json").exists():

@@ -17,8 +17,11 @@ length) of ALL slices (`torch.distributed.all_gather_object`, a no-op with one p
 every group from the whole group, and returns the rewards of its own slice. Consecutive runs of
 `group_size` rows must name one task; anything else means the layout changed and raises.
 
-Verification cost: a sample's speedup counts only when its group's gate opens, so by default (`timing` below:
-"gated") every completion is first checked for correctness without timing, the gate of each group is computed
+Verification cost: with `baselines_dir` (the trainer passes its run's `baselines/`) the local pool times each task's
+reference alone once for the run (the baseline-sabotage check's yardstick, verify/judge/solo.py), not once per timed
+sample: on the H200 (2026-12-04) that was 0.16 s of the GPU held alone per timed sample. A sample's speedup counts
+only when its group's gate opens, so by default (`timing` below: "gated") every completion is first checked for
+correctness without timing, the gate of each group is computed
 from those checks, and only the correct samples of groups whose gate opens are verified again with timing (the
 verdict of that second, timed verification is the sample's). With the gate off every correct sample is timed in
 one pass ("all"); with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing
@@ -118,6 +121,7 @@ class CoderReward:
         backend: str = "triton",
         store: VerdictStore | None = None,
         on_step: Callable[[dict[str, Any]], None] | None = None,
+        baselines_dir: str | None = None,
     ):
         self.tasks = tasks
         self.reward = reward
@@ -129,6 +133,8 @@ class CoderReward:
         overrides = {"policy": "strict", **{k: x for k, x in verifier.options.items() if k != "profile"}}
         if reward.baseline == "compile":
             overrides["compile_baseline"] = True
+        if baselines_dir and verifier.via == "pool":  # the reference's solo timing, once per task for the whole run
+            overrides.setdefault("baselines_dir", str(baselines_dir))
         self.options = options_for("default", **overrides)
         # Where verification can time at all: the local pool times only on a GPU of this machine (without one every
         # verdict is correctness only, so a timed pass would verify the gate-open groups again for nothing)
