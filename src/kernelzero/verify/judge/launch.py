@@ -7,8 +7,8 @@ out wrong once torch is loaded, the judge starts a new worker.
 
 Standby: `python -m kernelzero.verify.judge.launch --standby SPEC_JSON` does all of that before any request
 exists (verify/judge/standby.py keeps a few ready): it starts its worker and a reference process with the sandbox
-of SPEC (user, network, host memory), imports torch, and on a GPU warms both (verify/worker/warm.py) and runs the
-worker's CUDA IPC check. Then it reads two lines on stdin, REQUEST.json and RESULT.json, writes the candidate into
+of SPEC (user, network, host memory), imports torch, and on a GPU warms both at once (verify/worker/warm.py; the
+reference CUDA alone) and runs the worker's CUDA IPC check. Then it reads two lines on stdin, REQUEST.json and RESULT.json, writes the candidate into
 the worker's folder and the task's sized source into the reference's (the file the cold path writes), and judges
 exactly as above. It serves one request and exits; a request whose sandbox differs from SPEC gets a fresh worker
 and reference; end of input without a request ends it. (Measured on the H200, 2026-12-03: a standby without its
@@ -170,8 +170,7 @@ def _serve_standby(spec: dict, started: StartedWorker, reference: StartedWorker)
     gpu = spec["on_gpu"] and torch.cuda.is_available()
     if gpu:
         torch.zeros(1, device="cuda")  # the judge's CUDA context
-    for one in (started, reference) if gpu else (started,):  # a CPU reference has nothing worth warming
-        _warm(one, gpu)
+    _warm((started, reference) if gpu else (started,), gpu)  # a CPU reference has nothing worth warming
     if gpu and started.worker.proc.poll() is None:
         with contextlib.suppress(WorkerDied):  # seen below: the request gets a fresh worker
             started.ipc_why = started.worker.check_ipc()
@@ -204,17 +203,23 @@ def _serve_standby(spec: dict, started: StartedWorker, reference: StartedWorker)
     return 0
 
 
-def _warm(started: StartedWorker, gpu: bool) -> None:
-    """A standby worker's warm-up (worker/warm.py), the reference's as the candidate's: imports, the CUDA context,
-    Triton's first launch; a worker that dies here is replaced when the request comes."""
-    try:
-        started.worker.send({"cmd": "warm", "gpu": gpu})
-        reply, _ = started.worker.receive(300.0, "the standby worker's warm-up")
+def _warm(workers: tuple[StartedWorker, ...], gpu: bool) -> None:
+    """The standby workers' warm-ups (worker/warm.py), all asked before any is awaited, so they overlap: imports, the
+    CUDA context, and the candidate's Triton's first launch; a worker that dies here is replaced when the request
+    comes. Each worker's note says what its warm-up took."""
+    asked = []
+    for started in workers:
+        with contextlib.suppress(WorkerDied):
+            started.worker.send({"cmd": "warm", "gpu": gpu})
+            asked.append(started)
+    for started in asked:
+        try:
+            reply, _ = started.worker.receive(300.0, "the standby worker's warm-up")
+        except WorkerDied:
+            continue
         started.plan = replace(
             started.plan, notes=[*started.plan.notes, f"standby worker: {reply.get('note', '')[:120]}"]
         )
-    except WorkerDied:
-        pass
 
 
 def _task_into(reference: StartedWorker, request: dict) -> StartedWorker | None:

@@ -40,6 +40,8 @@ def flatten(out: Any) -> list[torch.Tensor]:
 class ReferenceWorker(Worker):
     """The reference's process: the task module's `Model`, `get_inputs` and `get_init_inputs`."""
 
+    WARM_TRITON = False  # the task's PyTorch ops need no Triton: its standby warm-up is CUDA alone (warm.py)
+
     def __init__(self, out_fd: int):
         super().__init__(out_fd)
         self.model64: torch.nn.Module | None = None

@@ -3,7 +3,10 @@ of its first GPU call, paid while no sample waits for it.
 
 The worker also runs the guards' `warm_dispatch()` then (the first dispatch mode's imports); `warm_gpu()`
 creates the CUDA context and compiles and launches one trivial Triton kernel, which loads
-Triton's compiler and builds its driver helpers into the worker's own (fresh) Triton cache. Nothing here
+Triton's compiler and builds its driver helpers into the worker's own (fresh) Triton cache. The reference's process
+warms CUDA alone (`triton=False`): the task's PyTorch ops use no Triton, and its Triton warm-up was the largest part
+of the 2.5 CPU-s its warm-up took in a GRPO step's verifications on the H200 (2026-12-04, bench/service.md), on a host
+where CPU bounds the step. A reference that does use Triton (a compiled baseline) pays that once, cold. Nothing here
 changes what a candidate's kernels compile to or how they are checked or timed: the candidate's own
 kernels are compiled and launched later as in a cold worker (its JIT compile still counts in its
 `first_call`), and the guards are installed afterwards, at import, as always.
@@ -30,12 +33,14 @@ def _touch_kernel():
     return _KERNEL[0]
 
 
-def warm_gpu() -> str:
-    """Warm CUDA (and Triton when installed); returns a short note of what took how long."""
+def warm_gpu(triton: bool = True) -> str:
+    """Warm CUDA, and Triton when installed and `triton`; returns a short note of what took how long."""
     start = time.perf_counter()
     x = torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
     cuda_s = time.perf_counter() - start
+    if not triton:
+        return f"warm-up: CUDA {cuda_s:.2f} s; Triton not warmed"
     kernel = _touch_kernel()
     if kernel is None:
         return f"warm-up: CUDA {cuda_s:.2f} s; no Triton"

@@ -67,6 +67,8 @@ def classify(exc: BaseException) -> str:
 class Worker:
     """State of one candidate process."""
 
+    WARM_TRITON = True  # a standby's warm-up compiles and launches a Triton kernel (warm.py); not the reference's
+
     def __init__(self, out_fd: int):
         self.out = out_fd
         self.model: torch.nn.Module | None = None
@@ -215,7 +217,7 @@ class Worker:
         """A standby worker's warm-up (verify/worker/warm.py), before any candidate is known."""
         try:
             took = warm_dispatch()
-            note = f"dispatch {took:.2f} s; " + (warm_gpu() if req.get("gpu") else "no GPU")
+            note = f"dispatch {took:.2f} s; " + (warm_gpu(self.WARM_TRITON) if req.get("gpu") else "no GPU")
         except Exception as exc:  # noqa: BLE001 - a warm-up that fails only costs the candidate that time later
             note = f"warm-up failed: {type(exc).__name__}: {str(exc)[:200]}"
         send_msg(self.out, {"ok": True, "note": note})
