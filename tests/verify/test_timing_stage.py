@@ -390,3 +390,33 @@ def test_a_timing_reply_without_well_formed_held_times_is_refused():
     assert not well_formed_times([0.1, 0.2], [0.1])  # one short
     assert not well_formed_times([0.1, 0.2], [0.1, "0.2"]) and not well_formed_times([0.1, True], [0.1, 0.2])
     assert not well_formed_times([0.1, float("nan")], [0.1, 0.2]) and not well_formed_times("0.1", [0.1])
+
+
+def test_a_timing_reply_with_malformed_counts_is_refused():
+    """The judge reads a reply's launch paths, stall count and event times as numbers: a word there (written by other
+    code in the process) would end the verification with the judge's own error, so the reply is refused instead."""
+    from kernelzero.verify.judge.timing_checks import well_formed_reply
+
+    good = {"times_ms": [0.1], "held_ms": [0.12], "launch_ms": 0.05, "launch_p90_ms": 0.2, "capped": 0}
+    assert well_formed_reply(good) and well_formed_reply({**good, "events_ms": [0.1]})
+    assert well_formed_reply({"times_ms": [], "held_ms": []})  # the older fields absent: nothing to refuse
+    for bad in (
+        {"launch_ms": "0.05"},
+        {"launch_p90_ms": float("inf")},
+        {"launch_ms": -1.0},
+        {"capped": "2"},
+        {"capped": True},
+        {"capped": -1},
+        {"events_ms": ["0.1"]},
+        {"events_ms": 0.1},
+        {"held_ms": None},
+    ):
+        assert not well_formed_reply({**good, **bad}), bad
+
+
+def test_a_blocks_launch_tail_is_its_90th_percentile():
+    from kernelzero.verify.worker.timed_block import launch_tail
+
+    assert launch_tail([]) == 0.0 and launch_tail([0.05, 0.3, 0.1]) == 0.3  # under ten calls: the longest
+    calls = [0.05] * 18 + [0.4, 2.0]
+    assert 0.05 < launch_tail(calls) < 2.0  # the stalled call alone does not make the tail

@@ -20,6 +20,7 @@ import torch
 
 from kernelzero.types import Task
 from kernelzero.verify.judge.task_source import TaskBroken, start_reference
+from kernelzero.verify.judge.timing_checks import well_formed_reply
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox.channel import ChannelError
 from kernelzero.verify.sandbox.values import unpack_values
@@ -170,8 +171,11 @@ class Reference:
         if not reply.get("ok"):
             detail = f"{reply.get('message', '')}\n{reply.get('log', '')[-800:]}".strip()
             raise TaskBroken(f"the task itself is broken ({what}): {detail}")
+        if not well_formed_reply(reply):
+            raise TaskBroken(f"the task itself is broken ({what}): its timing reply's numbers are malformed")
         self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_checks.py)
-        self.last = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped", "events_ms")} | {"run_s": seconds}
+        keys = ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms")
+        self.last = {k: reply.get(k) for k in keys} | {"run_s": seconds}
         n = reply["n_out"]
         outs = [[t.to(self.device) for t in tensors[k * n : (k + 1) * n]] for k in range(len(sets) - warmup)]
         return list(reply["times_ms"]), outs

@@ -124,6 +124,24 @@ def well_formed_times(times: object, held: object) -> bool:
     return numbers(times) and numbers(held) and len(times) == len(held)  # type: ignore[arg-type]
 
 
+def well_formed_reply(reply: dict) -> bool:
+    """Whether a timing reply is what the worker writes: `well_formed_times`, and its other numbers the judge reads
+    (`launch_ms`, `launch_p90_ms`: absent or finite and not negative; `capped`: absent or a count; `events_ms`:
+    absent or a list of finite numbers). Anything else was written by other code in the process (a word where the
+    judge reads a number would end the verification with the judge's own error): `tampered`, or for the reference
+    its task is broken."""
+
+    def number(x: object) -> bool:
+        return type(x) in (int, float) and math.isfinite(x) and x >= 0  # type: ignore[operator]
+
+    extras_ok = (
+        all(reply.get(k) is None or number(reply.get(k)) for k in ("launch_ms", "launch_p90_ms"))
+        and (reply.get("capped") is None or (type(reply.get("capped")) is int and reply["capped"] >= 0))
+        and (reply.get("events_ms") is None or well_formed_times(reply["events_ms"], reply["events_ms"]))
+    )
+    return extras_ok and well_formed_times(reply.get("times_ms"), reply.get("held_ms"))
+
+
 def escaped_work(sides: dict) -> str:
     """Why the candidate's event times miss work it left running past its timed stream ('' when they do not).
 
@@ -244,7 +262,8 @@ def record_split(judge, sides: dict, hold_us: float) -> None:
     """Where a timed call's reported time went, per side, in the verdict's `stage_seconds` (milliseconds, medians
     over the timed calls, as the worker reported them): `call_event_ms_<side>` the event interval,
     `call_outlive_ms_<side>` the host-measured rest (`held_ms` minus it), `call_launch_ms_<side>` the host's launch
-    path (median over blocks), and `call_hold_us` the GPU hold's last least length."""
+    path (median over blocks), `call_launch_p90_ms_<side>` its 90th percentile in a block (median over blocks: a
+    path longer than the hold shows in the block's overhead), and `call_hold_us` the GPU hold's last least length."""
     for side, got in sides.items():
         events, held = got.get("events") or [], got.get("held") or []
         if not events or len(events) != len(held):
@@ -252,4 +271,5 @@ def record_split(judge, sides: dict, hold_us: float) -> None:
         judge.stage_s[f"call_event_ms_{side}"] = round(statistics.median(events), 6)
         judge.stage_s[f"call_outlive_ms_{side}"] = round(statistics.median(h - e for h, e in zip(held, events)), 6)
         judge.stage_s[f"call_launch_ms_{side}"] = round(statistics.median(got.get("launch") or [0.0]), 6)
+        judge.stage_s[f"call_launch_p90_ms_{side}"] = round(statistics.median(got.get("tail") or [0.0]), 6)
     judge.stage_s["call_hold_us"] = float(hold_us)

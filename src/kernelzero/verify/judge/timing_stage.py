@@ -69,7 +69,7 @@ from kernelzero.verify.judge.timing_checks import (
     replay_suspected,
     sabotage,
     same_hold,
-    well_formed_times,
+    well_formed_reply,
 )
 from kernelzero.verify.options import VerifyOptions, profile_of
 from kernelzero.verify.worker.timing import summarise
@@ -157,8 +157,8 @@ def _candidate_block(
         return judge.verdict("tampered", "timing", f"the harness was tampered with ({reply['tampered']})")
     if reply.get("probes"):
         return judge.verdict("tampered", "timing", probed_message(reply["probes"]))
-    if not well_formed_times(reply.get("times_ms"), reply.get("held_ms")):
-        return judge.verdict("tampered", "timing", "the timing reply's per-call times were removed or malformed")
+    if not well_formed_reply(reply):
+        return judge.verdict("tampered", "timing", "the timing reply's per-call numbers were removed or malformed")
     if reply.get("calls_without_kernel"):
         message = (
             f"{reply['calls_without_kernel']} timed call(s) launched none of the candidate's kernels "
@@ -169,7 +169,7 @@ def _candidate_block(
         judge.fields["torch_ops"] = tuple(sorted(set(judge.fields.get("torch_ops", ())) | set(reply["torch_ops"])))
     n = reply["n_out"]
     outs = [judge.on_device(tensors[k * n : (k + 1) * n]) for k in range(timed + len(before))]
-    extra = {k: reply.get(k) for k in ("launch_ms", "protocol", "capped", "events_ms")}
+    extra = {k: reply.get(k) for k in ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms")}
     return list(reply["times_ms"]), outs, seconds, list(reply.get("held_ms", [])), extra
 
 
@@ -206,7 +206,7 @@ def interleaved(
     calls = calls or planned
     per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
     sides = {
-        side: {"times": [], "overheads": [], "held": [], "holds": [], "events": [], "launch": [], "capped": []}
+        side: {k: [] for k in ("times", "overheads", "held", "holds", "events", "launch", "tail", "capped")}
         for side in ("ref", "cand")
     }
     done, block, hold_us = 0, 0, HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
@@ -238,13 +238,13 @@ def interleaved(
             return wrong
         untimed = warmup + len(audits)  # calls inside the judge's clock but not in the reported times
         for side, (times, _, seconds, held, extra) in results.items():
-            sides[side]["times"] += times
-            sides[side]["held"] += held
+            for key, more in (("times", times), ("held", held), ("events", list(extra.get("events_ms") or []))):
+                sides[side][key] += more
             sides[side]["overheads"].append(block_overhead(seconds * 1e3, times, untimed))
             sides[side]["holds"].append(hold_us)
             sides[side]["capped"].append(int(extra.get("capped") or 0))  # blocks with stalled calls (`check_clock`)
-            sides[side]["events"] += list(extra.get("events_ms") or [])
             sides[side]["launch"].append(float(extra.get("launch_ms") or 0.0))
+            sides[side]["tail"].append(float(extra.get("launch_p90_ms") or 0.0))
             hold_notes(judge, side, extra)
         hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
         done, block = done + m, block + 1

@@ -13,7 +13,7 @@ Per timed call the reply has `times_ms` (the event interval; with `host_check` t
 and `held_ms` (always the event interval plus the outlive: the judge's `escaped_work` compares the two), `events_ms`
 (the event intervals alone: where a call's time went, for the record), the block's median host time per call from
 the hold's start to its release (`launch_ms`: what the forward's launch path costs on the host, which the judge uses
-to size `hold_us`; the wait for the call's GPU work is not in it, or each block's longer hold would lengthen the next
+to size `hold_us`; `launch_p90_ms` its 90th percentile, for the record; the wait for the call's GPU work is not in it, or each block's longer hold would lengthen the next
 one's, as it did up to the last step on the H200, 2026-12-04), and how many holds hit their cap (`capped`: calls
 that synchronised the device inside the forward).
 """
@@ -124,6 +124,14 @@ def run_calls(worker: Worker, calls: list[tuple[list, tuple]], hold: Hold | None
     }
 
 
+def launch_tail(spent_ms: list[float]) -> float:
+    """The 90th percentile of a block's launch paths (ms; its longest below ten calls), for the record: a launch path
+    longer than the hold puts its excess into the block's time in the judge's clock (`launch_p90_ms`)."""
+    if len(spent_ms) < 10:
+        return max(spent_ms, default=0.0)
+    return statistics.quantiles(spent_ms, n=10)[-1]
+
+
 def output_tensors(raw: Any) -> list[torch.Tensor] | None:
     """A forward's result as a list of tensors, or None when it is not one tensor or a sequence of them."""
     outs = list(raw) if isinstance(raw, (tuple, list)) else [raw]
@@ -191,6 +199,7 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
         "tampered": worker.guards.tampered(),
         "protocol": "hold" if hold is not None else "cpu",
         "launch_ms": statistics.median(spent) if spent else 0.0,
+        "launch_p90_ms": launch_tail(spent),
         "capped": got["capped"],
     }
     audits = [audited[i] for i in sorted(audited)]  # in the order of their sets, as the judge sent them
