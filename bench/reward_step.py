@@ -4,7 +4,7 @@ gate opens; wall seconds of each pass, the verifications each made, the statuses
 
     PYTHONPATH=src python3 bench/reward_step.py --steps 3              # on the GPU host: warm steps after the first
     PYTHONPATH=src python3 bench/reward_step.py --steps 1 --tasks 2    # a CPU check of the script (interpreter)
-    ... --per-gpu 12 --option input_sets=0                           # the pool's lanes, a verifier option
+    ... --per-gpu 12 --standby 16 --option input_sets=0              # lanes, judges kept ready, an option
 
 The completions are the miniature's tasks (configs/tiny-gpu.yaml sizes) answered the way a policy part-way through
 training answers them: per group, from all correct down to none (`MIX`), the rest wrong (the right kernel storing a
@@ -70,9 +70,16 @@ def completions(minis: list, group: int, step: int) -> tuple[list[str], list[str
     return names, texts
 
 
-def one_step(cfg, minis: list, group: int, step: int, baselines: str) -> dict:
-    tasks = {m.name: Task(name=m.name, source=m.source) for m in minis}
-    reward = TimedReward(tasks, cfg.reward, cfg.verifier, group, cfg.backend, baselines_dir=baselines)
+def _judges(reward: TimedReward) -> tuple[int, int]:
+    """(standby judges started, taken) so far in the reward's kept pool."""
+    pool = reward.kept_pool
+    return (pool.standby.started, pool.standby.taken) if pool is not None else (0, 0)
+
+
+def one_step(reward: TimedReward, minis: list, group: int, step: int) -> dict:
+    """One step's 64 (tasks x group) completions through `reward`, whose pool and judges earlier steps left ready."""
+    reward.passes = []
+    before = _judges(reward)
     names, texts = completions(minis, group, step)
     start = time.monotonic()
     verdicts, rows, _ = reward.score(names, texts, [0] * len(texts))
@@ -91,12 +98,15 @@ def one_step(cfg, minis: list, group: int, step: int, baselines: str) -> dict:
         "timing_s": round(sum(p[2] for p in timed), 2),
         "verified_timed": sum(p[1] for p in timed),
         "timing_mode": reward.timing,
+        "standby_taken": _judges(reward)[1] - before[1],  # verifications that found a judge ready (warm or warming)
+        "standby_started": _judges(reward)[0] - before[0],
         "statuses": dict(sorted(statuses.items())),
     }
 
 
-def with_verifier(cfg, per_gpu: int | None, options: list[str]):
-    """`cfg` with the pool's lanes per GPU and verifier options (KEY=VALUE, the value JSON or else a string) replaced."""
+def with_verifier(cfg, per_gpu: int | None, options: list[str], standby: int | None = None):
+    """`cfg` with the pool's lanes and standby judges per GPU and verifier options (KEY=VALUE, the value JSON or else a
+    string) replaced."""
     extra = {}
     for item in options:
         key, sep, value = item.partition("=")
@@ -108,9 +118,12 @@ def with_verifier(cfg, per_gpu: int | None, options: list[str]):
             extra[key] = value
     if per_gpu is not None and per_gpu < 1:
         raise ValueError("--per-gpu must be at least 1")
+    if standby is not None and standby < 0:
+        raise ValueError("--standby must be at least 0")
     verifier = dataclasses.replace(
         cfg.verifier,
         per_gpu=per_gpu or cfg.verifier.per_gpu,
+        standby=cfg.verifier.standby if standby is None else standby,
         options={**cfg.verifier.options, **extra},
     )
     return dataclasses.replace(cfg, verifier=verifier)
@@ -124,6 +137,7 @@ def main() -> None:
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--out", default=None)
     p.add_argument("--per-gpu", type=int, default=None, help="verifications in flight per GPU (default: the config's)")
+    p.add_argument("--standby", type=int, default=None, help="judges kept ready per GPU (default: the config's)")
     p.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="a verifier option (JSON value), repeatable"
     )
@@ -132,22 +146,30 @@ def main() -> None:
         p.error("--steps and --tasks must be at least 1, --group at least 2")
     cfg = load_config(args.config)
     try:
-        cfg = with_verifier(cfg, args.per_gpu, args.option)
+        cfg = with_verifier(cfg, args.per_gpu, args.option, args.standby)
     except ValueError as exc:
         p.error(str(exc))
+    t = cfg.tasks
+    minis = make_tasks(args.tasks * args.steps, seed=77, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
     out = Path(args.out or os.environ.get("OUT") or "bench_out")
     out.mkdir(parents=True, exist_ok=True)
     baselines = tempfile.mkdtemp(prefix="baselines-", dir=out)  # as the trainer's run: solo timings once per task
-    t = cfg.tasks
-    minis = make_tasks(args.tasks * args.steps, seed=77, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+    tasks = {m.name: Task(name=m.name, source=m.source) for m in minis}
+    # as the trainer's: one pool for every step, its judges kept ready between steps (`keep_pool`)
+    reward = TimedReward(
+        tasks, cfg.reward, cfg.verifier, args.group, cfg.backend, baselines_dir=baselines, keep_pool=True
+    )
     keys = ["step", "completions", "wall_s", "correctness_s", "verified_untimed", "timing_s", "verified_timed"]
     print("| " + " | ".join([*keys, "statuses"]) + " |\n|" + "---|" * (len(keys) + 1), flush=True)
-    for step in range(args.steps):
-        row = one_step(cfg, minis[step * args.tasks : (step + 1) * args.tasks], args.group, step, baselines)
-        row["verifier"] = {"per_gpu": cfg.verifier.per_gpu, **cfg.verifier.options}
-        print("| " + " | ".join(str(row[k]) for k in [*keys, "statuses"]) + " |", flush=True)
-        with (out / "reward_step.jsonl").open("a") as f:
-            f.write(json.dumps(row) + "\n")
+    try:
+        for step in range(args.steps):
+            row = one_step(reward, minis[step * args.tasks : (step + 1) * args.tasks], args.group, step)
+            row["verifier"] = {"per_gpu": cfg.verifier.per_gpu, "standby": cfg.verifier.standby, **cfg.verifier.options}
+            print("| " + " | ".join(str(row[k]) for k in [*keys, "statuses"]) + " |", flush=True)
+            with (out / "reward_step.jsonl").open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    finally:
+        reward.close()
 
 
 if __name__ == "__main__":

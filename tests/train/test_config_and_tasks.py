@@ -44,6 +44,8 @@ def write(tmp_path: Path, text: str) -> Path:
         ("grpo:\n  group_size: 1\n", "group_size must be >= 2"),
         ("grpo:\n  loss_type: ppo\n", "grpo.loss_type must be one of"),
         ("verifier:\n  via: http\n", "needs verifier.url"),
+        ("verifier:\n  standby: -1\n", "standby >= 0"),
+        ("verifier:\n  per_gpu: 0\n", "per_gpu >= 1"),
         ("verifier:\n  options:\n    profile: strict\n", "CA-GRPO reads 'default'"),
         ("grpo:\n  lora:\n    rank: 8\n", r"lora: unknown key\(s\) \['rank'\]"),
         # the service takes only CLIENT_OPTIONS, within bounds: refused at load, not with a 422 after generation

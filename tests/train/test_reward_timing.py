@@ -124,3 +124,23 @@ def test_the_run_caches_the_references_solo_timing_where_the_pool_verifies(tmp_p
     )
     remote = VerifierConfig(via="http", url="http://127.0.0.1:1")
     assert CoderReward(TASKS, RewardConfig(), remote, 4, baselines_dir=where).options.baselines_dir is None
+
+
+def test_a_kept_pool_serves_every_pass_until_closed():
+    """`keep_pool`: one local pool for every verification until `close()` (the trainer's steps), none without it.
+    Answers without code are answered before any judge, so no process starts here."""
+    kept = CoderReward(TASKS, RewardConfig(), VerifierConfig(), 4, keep_pool=True)
+    texts = ["I could not write a kernel."] * 8
+    kept.score(TASK_COLUMN, texts, [1] * 8)
+    pool = kept.kept_pool
+    assert pool is not None and pool.keep
+    kept.score(TASK_COLUMN, [t + " again" for t in texts], [1] * 8)
+    assert kept.kept_pool is pool and not pool.standby.closed
+    kept.close()
+    assert kept.kept_pool is None and pool.standby.closed
+    kept.close()  # twice: nothing left to end
+    single = CoderReward(TASKS, RewardConfig(), VerifierConfig(), 4)
+    single.score(TASK_COLUMN, texts, [1] * 8)
+    assert single.kept_pool is None
+    remote = CoderReward(TASKS, RewardConfig(), VerifierConfig(via="ray"), 4, keep_pool=True)
+    assert not remote.keep_pool  # only the local pool is kept

@@ -10,11 +10,14 @@ exception while verifying one request becomes that request's verdict (`task_brok
 request gets a verdict and the stream never ends early because of one sample. Only a request no pool can take (an
 unknown backend) raises, when it is drawn from the iterable.
 
-The local pool (the default) has two stages:
+The local pool (the default) has these parts:
 
 - **builds** on the CPU: a candidate of a backend with a build stage (`Backend.build_stage`: CUDA) headed for a GPU
   is first captured in a sandboxed child and its extensions are built into the shared build cache (the backend's
   `build.py`), at most `build_jobs` at a time; the candidate's worker then only loads the library;
+- **standby judges** (verify/judge/standby.py), `standby` per GPU (default `per_gpu`), started ahead of requests;
+  a pool made with `keep` keeps them ready between runs (`LocalPool.run` again, then `close()`): a trainer verifies
+  step after step, and each step's first requests then find warm judges instead of starting them;
 - **runners**, one lane per visible GPU, each pinned with `CUDA_VISIBLE_DEVICES`: up to `per_gpu`
   verifications per GPU are in flight: they start, import and check side by side, and take the GPU
   alone only to be timed (verify/judge/lease.py: no sample is timed while another runs on its GPU). Each
@@ -160,8 +163,10 @@ class LocalPool:
         build_cache: str | None = None,
         stats: PoolStats | None = None,
         standby: int | None = None,
+        keep: bool = False,
     ):
         self.store = store
+        self.keep = keep  # the standby judges outlive each run() until close() (a trainer's pool, step after step)
         self.gpus = visible_gpus() if gpus is None else list(gpus)
         self.per_gpu = max(1, per_gpu)
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
@@ -291,10 +296,17 @@ class LocalPool:
         return keep(self.store, key, verdict, attempts)
 
     def run(self, requests: Iterable[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
+        """Every request's verdict in completion order; the standby judges end with the run unless the pool was made
+        with `keep` (then `close()` ends them)."""
         try:
             yield from self._run(iter(requests))
         finally:
-            self.standby.close()
+            if not self.keep:
+                self.standby.close()
+
+    def close(self) -> None:
+        """End the standby judges (none has a request); a kept pool's owner calls this once it verifies no more."""
+        self.standby.close()
 
     def _run(self, source: Iterator[VerifyRequest]) -> Iterator[tuple[VerifyRequest, Verdict]]:
         pending: dict[Future, VerifyRequest] = {}

@@ -149,14 +149,21 @@ def prepare_policy(cfg: CoderTrainConfig, run: Path, splits: dict, solutions: di
         if record["step"] % 50 == 0 or "probe_pass1" in record:
             _log(f"warm start step {record['step']}: {record}")
 
-    probe = _warm_probe(cfg, run, splits, tok) if cfg.warm_start.eval_every > 0 else None
-    warm_start(model, tok, examples, cfg.warm_start, device_of(cfg), cfg.seed, probe=probe, on_log=on_log)
+    probe, reward = _warm_probe(cfg, run, splits, tok) if cfg.warm_start.eval_every > 0 else (None, None)
+    try:
+        warm_start(model, tok, examples, cfg.warm_start, device_of(cfg), cfg.seed, probe=probe, on_log=on_log)
+    finally:
+        if reward is not None:
+            reward.close()  # its kept judges end before GRPO starts its own
     save_policy(model.to("cpu"), tok, warm)
     return warm
 
 
-def _warm_probe(cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]], tokenizer: Any) -> Any:
-    """The warm start's stopping probe: pass@1 on the first `probe_tasks` tasks of the rl split."""
+def _warm_probe(
+    cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]], tokenizer: Any
+) -> tuple[Any, CoderReward]:
+    """The warm start's stopping probe (pass@1 on the first `probe_tasks` tasks of the rl split) and the reward it
+    verifies through, whose kept pool the caller closes."""
     from kernelzero.train.probe import probe_pass1
 
     w = cfg.warm_start
@@ -170,6 +177,7 @@ def _warm_probe(cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]],
         cfg.backend,
         store,
         baselines_dir=str(run / "baselines"),
+        keep_pool=True,  # the probes' judges stay ready between probes (closed by the caller)
     )
 
     def probe(model: Any) -> float:
@@ -187,7 +195,7 @@ def _warm_probe(cfg: CoderTrainConfig, run: Path, splits: dict[str, list[Task]],
         record_probe_time(run, "warm-start probe", len(tasks) * w.probe_samples, result)
         return result["pass1"]
 
-    return probe
+    return probe, reward
 
 
 def record_probe_time(run: Path, label: str, samples: int, result: dict[str, Any]) -> None:
@@ -305,6 +313,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         store,
         log.on_reward,
         baselines_dir=str(run / "baselines"),  # the reference timed alone once per task, not once per sample
+        keep_pool=True,  # one pool for every step: its judges stay ready while the policy generates
     )
     last, done = last_checkpoint(run / "checkpoints")
     if done >= cfg.grpo.steps and (run / "policy" / "config.json").exists():
@@ -326,7 +335,10 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         f"GRPO on {len(tasks)} {cfg.grpo.train_split} tasks, steps {done + 1}..{cfg.grpo.steps}"
         + (f" (resuming {last})" if last else "")
     )
-    trainer.train(resume_from_checkpoint=last)
+    try:
+        trainer.train(resume_from_checkpoint=last)
+    finally:
+        reward.close()
     log.close()
     final = run / "policy"
     if save and trainer.accelerator.is_main_process:

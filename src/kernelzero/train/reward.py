@@ -17,11 +17,14 @@ length) of ALL slices (`torch.distributed.all_gather_object`, a no-op with one p
 every group from the whole group, and returns the rewards of its own slice. Consecutive runs of
 `group_size` rows must name one task; anything else means the layout changed and raises.
 
-Verification cost: with `baselines_dir` (the trainer passes its run's `baselines/`) the local pool times each task's
-reference alone once for the run (the baseline-sabotage check's yardstick, verify/judge/solo.py), not once per timed
-sample: on the H200 (2026-12-04) that was 0.16 s of the GPU held alone per timed sample. A sample's speedup counts
-only when its group's gate opens, so by default (`timing` below: "gated") every completion is first checked for
-correctness without timing, the gate of each group is computed
+Verification cost: with `keep_pool` (the trainer's GRPO reward and warm-start probe) one local pool serves every
+step and its standby judges (`verifier.standby` per GPU) stay ready between steps, started while the policy
+generates, so a step's first verifications do not each wait for a judge's start-up (the owner calls `close()`).
+With `baselines_dir` (the trainer passes its run's `baselines/`) the local pool times each task's reference alone
+once for the run (the baseline-sabotage check's yardstick, verify/judge/solo.py), not once per timed sample: on the
+H200 (2026-12-04) that was 0.16 s of the GPU held alone per timed sample. A sample's speedup counts only when its
+group's gate opens, so by default (`timing` below: "gated") every completion is first checked for correctness
+without timing, the gate of each group is computed
 from those checks, and only the correct samples of groups whose gate opens are verified again with timing (the
 verdict of that second, timed verification is the sample's). With the gate off every correct sample is timed in
 one pass ("all"); with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing
@@ -41,7 +44,7 @@ from typing import Any
 from kernelzero.extract import extract_code
 from kernelzero.rewards import ca_grpo_rewards, gate_open, is_correct, verdict_speedup
 from kernelzero.service.client import Client
-from kernelzero.service.pool import VerifyRequest, verify_many, visible_gpus
+from kernelzero.service.pool import LocalPool, VerifyRequest, verify_many, visible_gpus
 from kernelzero.service.store import VerdictStore
 from kernelzero.train.config import RewardConfig, VerifierConfig
 from kernelzero.types import SKIPPED_STATUSES, Task, Verdict, is_skipped
@@ -122,6 +125,7 @@ class CoderReward:
         store: VerdictStore | None = None,
         on_step: Callable[[dict[str, Any]], None] | None = None,
         baselines_dir: str | None = None,
+        keep_pool: bool = False,
     ):
         self.tasks = tasks
         self.reward = reward
@@ -130,6 +134,8 @@ class CoderReward:
         self.backend = backend
         self.store = store
         self.on_step = on_step  # called (on every process) with the gathered step statistics
+        self.keep_pool = keep_pool and verifier.via == "pool"  # one local pool, its judges kept ready, until close()
+        self._pool: LocalPool | None = None
         overrides = {"policy": "strict", **{k: x for k, x in verifier.options.items() if k != "profile"}}
         if reward.baseline == "compile":
             overrides["compile_baseline"] = True
@@ -203,12 +209,29 @@ class CoderReward:
             VerifyRequest(self.tasks[n], t, self.backend, opts, tag=i) for i, (n, t) in enumerate(zip(names, texts))
         ]
         out: list[Verdict | None] = [None] * len(requests)
-        pool = "ray" if v.via == "ray" else "local"
-        for req, verdict in verify_many(
-            requests, v.jobs, self.store, per_gpu=v.per_gpu, pool=pool, ray_address=v.ray_address
-        ):
+        if self.keep_pool:
+            if self._pool is None:
+                self._pool = LocalPool(v.jobs, self.store, per_gpu=v.per_gpu, standby=v.standby, keep=True)
+            results = self._pool.run(requests)
+        else:
+            pool = "ray" if v.via == "ray" else "local"
+            results = verify_many(
+                requests, v.jobs, self.store, per_gpu=v.per_gpu, pool=pool, ray_address=v.ray_address, standby=v.standby
+            )
+        for req, verdict in results:
             out[req.tag] = verdict
         return [x for x in out if x is not None]
+
+    @property
+    def kept_pool(self) -> LocalPool | None:
+        """The pool `keep_pool` keeps (None before the first verification, after `close()`, or without it)."""
+        return self._pool
+
+    def close(self) -> None:
+        """End the kept pool's standby judges (`keep_pool`); the next verification starts a pool again."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def __call__(self, prompts: list, completions: list, task: list[str], **kwargs: Any) -> list[float | None]:
         called = time.time()
