@@ -116,8 +116,12 @@ def outlive_ms(gaps_s: list[float], base_s: float) -> float:
     (2026-12-04); work a forward leaves behind on every call moves the median by its length."""
     if not gaps_s:
         return 0.0
-    ordered = sorted(gaps_s)
-    return max(0.0, (ordered[len(ordered) // 2] - base_s) * 1e3)
+    return max(0.0, (middle(gaps_s) - base_s) * 1e3)
+
+
+def middle(values: list[float]) -> float:
+    """The middle of `values` once sorted (the upper one of two middles): a median that is one of the gaps measured."""
+    return sorted(values)[len(values) // 2]
 
 
 def kernel_source(threads: int, per_sm: int) -> str:
@@ -203,7 +207,7 @@ class Hold:
             end = torch.cuda.Event()
             end.record(stream)
             self.next(end)
-        self.base_s = sorted(self.outlive)[len(self.outlive) // 2]
+        self.base_s = middle(self.outlive)
         self.flags[1] = self.gen
         torch.cuda.synchronize()
         self.mins, self.slot, self.outlive = list(mins_us), 0, []

@@ -31,12 +31,11 @@ from kernelzero.verify.worker import floor
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
 from kernelzero.verify.worker.hold import Hold
 from kernelzero.verify.worker.seal import TIMED_CALL, CleanRunner, seal
-from kernelzero.verify.worker.timed_block import not_tensors, output_tensors, time_block
+from kernelzero.verify.worker.timed_block import _CLONE, not_tensors, output_tensors, time_block
 from kernelzero.verify.worker.timing import sync_and_clock, time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
 LOG_LIMIT = 4000
-_CLONE = torch.Tensor.clone  # bound before any candidate code is imported
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
