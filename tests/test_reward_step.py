@@ -40,8 +40,8 @@ def test_the_pools_lanes_and_verifier_options_can_be_set_per_run():
     from kernelzero.train.config import load_config
 
     cfg = load_config(str(ROOT / "configs" / "tiny-gpu.yaml"))
-    got = rs.with_verifier(cfg, 12, ["input_sets=0", "timed_calls=30", "profile=default"])
-    assert got.verifier.per_gpu == 12 and got.verifier.options["input_sets"] == 0
+    got = rs.with_verifier(cfg, 12, ["input_sets=1", "timed_calls=30", "profile=default"], standby=16)
+    assert got.verifier.per_gpu == 12 and got.verifier.options["input_sets"] == 1 and got.verifier.standby == 16
     assert got.verifier.options["timed_calls"] == 30 and got.verifier.options["profile"] == "default"
     assert got.verifier.options["trials"] == cfg.verifier.options["trials"]  # the config's others stay
     assert rs.with_verifier(cfg, None, []).verifier == cfg.verifier
@@ -50,3 +50,5 @@ def test_the_pools_lanes_and_verifier_options_can_be_set_per_run():
             rs.with_verifier(cfg, None, bad)
     with pytest.raises(ValueError, match="per-gpu"):
         rs.with_verifier(cfg, 0, [])
+    with pytest.raises(ValueError, match="standby"):
+        rs.with_verifier(cfg, None, [], standby=-1)
