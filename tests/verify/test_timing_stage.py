@@ -137,7 +137,7 @@ def test_the_confirmation_of_a_speedup_draws_fresh_inputs_for_every_call_whateve
     """Regression (c28d87c dropped it): under the kernelbench profile (one input set for all calls) a content-keyed
     memo had its >10x speedup confirmed, because the second verification reused one set too."""
     from kernelzero.verify import options_for
-    from kernelzero.verify.judge.timing_stage import confirming_options
+    from kernelzero.verify.judge.confirm import confirming_options
 
     for profile in ("kernelbench", "default", "strict"):
         opts = options_for(profile)
@@ -420,3 +420,31 @@ def test_a_blocks_launch_tail_is_its_90th_percentile():
     assert launch_tail([]) == 0.0 and launch_tail([0.05, 0.3, 0.1]) == 0.3  # under ten calls: the longest
     calls = [0.05] * 18 + [0.4, 2.0]
     assert 0.05 < launch_tail(calls) < 2.0  # the stalled call alone does not make the tail
+
+
+def test_a_corrected_timing_is_timed_again_and_the_second_one_kept(monkeypatch):
+    """`clock_again`: after the clock corrected a timing, the candidate is timed once more and that timing decides on
+    its own, confirmed (host load that stretched one timing's blocks) or corrected again (time hidden from its events
+    shows in every timing). The second timing here is a stand-in for `interleaved`'s; the checks on it are the real
+    ones (`_checked`, `check_clock`)."""
+    from types import SimpleNamespace
+
+    from kernelzero.verify.judge import timing_stage as ts
+
+    def timing(hidden_ms: float) -> dict:
+        ref = [0.20, 0.21, 0.19, 0.20, 0.22, 0.20]
+        return {
+            "ref": {"times": [0.03] * 30, "held": [0.03] * 30, "overheads": ref},
+            "cand": {"times": [0.01] * 30, "held": [0.01] * 30, "overheads": [o + hidden_ms for o in ref]},
+        }
+
+    first = "corrected: the judge's clock saw 268.2 us per call more than the candidate reported (allowed 109.0 us)"
+    for hidden, kept in ((0.0, "confirmed"), (1.0, "corrected")):
+        monkeypatch.setattr(ts, "interleaved", lambda *args, h=hidden, **kw: timing(h))
+        judge = SimpleNamespace(notes=[], stage_s={}, solo_ref=None, timed=lambda stage, start: None)
+        sides, checked = ts.clock_again(judge, None, False, "median", first)
+        assert checked[4].startswith(kept), checked[4]
+        assert checked[2] == (pytest.approx(3.0) if hidden == 0.0 else pytest.approx(0.03 / 1.01, rel=0.01))
+        assert sides["cand"]["overheads"][0] == pytest.approx(0.2 + hidden)
+        (note,) = judge.notes
+        assert note.startswith("a first timing was corrected: the judge's clock saw 268.2 us") and "timed again" in note

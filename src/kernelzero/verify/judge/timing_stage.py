@@ -19,7 +19,8 @@ Only correct candidates reach this stage, and only while their judge holds the G
   times - untimed calls at the side's median) / timed calls (`block_overhead`); the candidate's overhead may exceed
   the reference's on the same block by at most the robust noise of the reference's own overhead (`clock_noise`; a floor
   of `OVERHEAD_FLOOR_MS` + 2% of a call), over blocks where no call hit the GPU hold's cap when two such remain.
-  Beyond that, the candidate's times are corrected by the excess and `timing_check` says so.
+  Beyond that, the candidate is timed once more (`clock_again`) and that timing is kept, confirmed or corrected by
+  its own excess; `timing_check` says which, and a note gives the first timing's correction.
 - **Confidence.** The speedup: the ratio of the profile's statistic (median; kernelbench: mean), with a 95% bootstrap
   interval (`Verdict.speedup_ci`). Calls under `LAUNCH_BOUND_MS` are flagged: launch-bound, not resolvable.
 - **Recurring inputs.** KernelBench's protocol (the kernelbench profile) times every call on one input set, so a
@@ -45,14 +46,14 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
-from kernelzero.types import SKIPPED_STATUSES, Timing, Verdict
+from kernelzero.types import Timing, Verdict
 from kernelzero.verify.judge.anticheat import policy_result, probed_message
 from kernelzero.verify.judge.compare import compare
+from kernelzero.verify.judge.confirm import confirm_speedup
 from kernelzero.verify.judge.floor import apply_floor, floor_step
 from kernelzero.verify.judge.reference import staged_time
 from kernelzero.verify.judge.timing_checks import (
@@ -71,7 +72,7 @@ from kernelzero.verify.judge.timing_checks import (
     same_hold,
     well_formed_reply,
 )
-from kernelzero.verify.options import VerifyOptions, profile_of
+from kernelzero.verify.options import profile_of
 from kernelzero.verify.worker.timing import summarise
 
 if TYPE_CHECKING:
@@ -263,10 +264,15 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     judge.timed("timing", start)
     if isinstance(sides, Verdict):
         return sides
-    first, checked = sides, _checked(judge, sides, profile.statistic, host_check)
+    checked = _checked(judge, sides, profile.statistic, host_check)
     if isinstance(checked, Verdict):
         return checked
-    speedup = checked[2]
+    if checked[4].startswith("corrected") and not judge.opts.confirming:
+        again = clock_again(judge, worker, host_check, profile.statistic, checked[4])
+        if isinstance(again, Verdict):
+            return again
+        sides, checked = again
+    first, speedup = sides, checked[2]
     if speedup is not None and speedup > 1.0 and judge.opts.input_sets == 1 and not judge.opts.confirming:
         replayed = recurring_input_check(judge, worker, host_check, sides)
         if isinstance(replayed, Verdict):
@@ -303,6 +309,24 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
         timing_check=check,
         policy_status=per,
     )
+
+
+def clock_again(judge: Judge, worker: WorkerProcess, host_check: bool, statistic: str, said: str) -> Verdict | tuple:
+    """A timing the judge's clock corrected (`said`), timed once more: (its sides, its `_checked` numbers), or the
+    verdict that timing reached. The second timing is kept, confirmed or corrected on its own, so a speedup always
+    comes from a timing the clock confirmed or from corrected times. Time a candidate hides from its own events shows
+    in every timing; host load that stretched an honest candidate's blocks often does not (the H200 gate at d8f36e9,
+    2026-12-04: an honest Triton GEMM corrected by 518 us a call in one run was confirmed in its other run)."""
+    start = time.perf_counter()
+    sides = interleaved(judge, worker, host_check)
+    if isinstance(sides, Verdict):
+        return sides
+    checked = _checked(judge, sides, statistic, host_check)
+    judge.timed("clock_again", start)
+    if isinstance(checked, Verdict):
+        return checked
+    judge.notes.append(f"a first timing was {said.split(' (allowed')[0]}; timed again: {checked[4]}")
+    return sides, checked
 
 
 def _checked(judge: Judge, sides: dict, statistic: str, host_check: bool, floor=None) -> Verdict | tuple:
@@ -360,41 +384,3 @@ def _compiled_reference(judge: Judge, host_check: bool) -> Timing | None:
     times, _ = judge.ref.time(sets, judge.opts.warmup_calls, host_check, judge.opts.build_timeout_s, compiled=True)
 
     return summarise(times)
-
-
-def confirming_options(opts: VerifyOptions) -> VerifyOptions:
-    """The stricter second verification's options: more trials and timed calls, a secret seed, and a fresh input
-    set for every call whatever the profile (under KernelBench's one set for all calls, a kernel that memoises its
-    answer by the input's content would have its speedup confirmed by the same trick)."""
-    return replace(
-        opts,
-        confirming=True,
-        trials=max(10, opts.trials),
-        timed_calls=100,
-        timing_budget_s=max(1.0, opts.timing_budget_s),
-        seed=None,
-        input_sets=0,
-    )
-
-
-def confirm_speedup(judge: Judge, speedup: float) -> Verdict | None:
-    """Re-verify an implausible speedup in a fresh worker with more trials, sets and timed calls.
-
-    None when the second run is correct and its speedup is at least half the first; else a verdict
-    `unconfirmed_speedup` saying what the second run found. It runs inside the first's leases (re-entrant).
-    """
-    second = type(judge)(judge.task, judge.source, judge.backend, confirming_options(judge.opts)).run()
-    if second.status in SKIPPED_STATUSES:  # the machine or the task failed the second run: not the candidate's
-        return second
-    if second.status == "correct" and (second.speedup_eager or 0) >= speedup / 2:
-        judge.notes.append(
-            f"speedup {speedup:.1f}x over the {judge.opts.speedup_cap:g}x cap confirmed by a stricter "
-            f"second verification ({second.speedup_eager:.1f}x)"
-        )
-        return None
-    found = second.message or f"{second.status}, {second.speedup_eager or 0:.2f}x"
-    return judge.verdict(
-        "unconfirmed_speedup",
-        "timing",
-        f"{speedup:.1f}x over eager was not confirmed by a stricter second verification: {found}",
-    )
