@@ -87,6 +87,7 @@ def one_step(reward: TimedReward, minis: list, group: int, step: int) -> dict:
     statuses: dict[str, int] = {}
     for v in verdicts:
         statuses[v.status] = statuses.get(v.status, 0) + 1
+    clocked = [v for v in verdicts if v.timing is not None]
     untimed = [p for p in reward.passes if not p[0]]
     timed = [p for p in reward.passes if p[0]]
     return {
@@ -98,6 +99,9 @@ def one_step(reward: TimedReward, minis: list, group: int, step: int) -> dict:
         "timing_s": round(sum(p[2] for p in timed), 2),
         "verified_timed": sum(p[1] for p in timed),
         "timing_mode": reward.timing,
+        # the answers here are honest or plainly wrong: a correction of a correct one is the judge's clock misreading
+        "clock_corrected": sum((v.timing_check or "").startswith("corrected") for v in clocked),
+        "timed_again": sum(any(n.startswith("a first timing was corrected") for n in v.notes) for v in clocked),
         "standby_taken": _judges(reward)[1] - before[1],  # verifications that found a judge ready (warm or warming)
         "standby_started": _judges(reward)[0] - before[0],
         "statuses": dict(sorted(statuses.items())),
