@@ -27,13 +27,12 @@ from typing import Any
 
 from kernelzero.coder.prompts import build_messages
 from kernelzero.evaluation.run import EvalConfig, run_eval
-from kernelzero.service.store import VerdictStore
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.train.config import CoderTrainConfig, to_plain
 from kernelzero.train.logs import StepLog, TimeBudget
 from kernelzero.train.miniature import make_tasks, read_solutions, write_split
 from kernelzero.train.report import write_train_report
-from kernelzero.train.reward import CoderReward
+from kernelzero.train.reward import CoderReward, run_reward
 from kernelzero.types import Task
 
 # config keys a resumed run may change: how long it trains, how it is evaluated, where it runs (and the folder moves)
@@ -168,28 +167,12 @@ def _warm_probe(
 
     w = cfg.warm_start
     tasks = (splits["rl"] or splits["sft"])[: w.probe_tasks]
-    store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
-    reward = CoderReward(
-        {t.name: t for t in tasks},
-        cfg.reward,
-        cfg.verifier,
-        w.probe_samples,
-        cfg.backend,
-        store,
-        baselines_dir=str(run / "baselines"),
-        keep_pool=True,  # the probes' judges stay ready between probes (closed by the caller)
-    )
+    reward = run_reward(cfg, run, tasks, w.probe_samples)  # its judges stay ready between probes
 
-    def probe(model: Any) -> float:
+    def probe(model: Any) -> float:  # untimed: only its pass@1 is used
+        g = cfg.grpo
         result = probe_pass1(
-            model,
-            tokenizer,
-            tasks,
-            reward,
-            w.probe_samples,
-            cfg.grpo.temperature,
-            cfg.grpo.max_completion_length,
-            timed=False,  # only its pass@1 is used
+            model, tokenizer, tasks, reward, w.probe_samples, g.temperature, g.max_completion_length, timed=False
         )
         _log(f"warm-start probe: {result}")
         record_probe_time(run, "warm-start probe", len(tasks) * w.probe_samples, result)
@@ -303,18 +286,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         tasks = tasks + tasks
     ds = Dataset.from_dict({"prompt": [build_messages(t, cfg.backend) for t in tasks], "task": [t.name for t in tasks]})
     log = StepLog(run)
-    store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
-    reward = CoderReward(
-        {t.name: t for t in tasks},
-        cfg.reward,
-        cfg.verifier,
-        cfg.grpo.group_size,
-        cfg.backend,
-        store,
-        log.on_reward,
-        baselines_dir=str(run / "baselines"),  # the reference timed alone once per task, not once per sample
-        keep_pool=True,  # one pool for every step: its judges stay ready while the policy generates
-    )
+    reward = run_reward(cfg, run, tasks, cfg.grpo.group_size, log.on_reward)
     last, done = last_checkpoint(run / "checkpoints")
     if done >= cfg.grpo.steps and (run / "policy" / "config.json").exists():
         _log(f"GRPO already ran {done} of {cfg.grpo.steps} steps")

@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from kernelzero.extract import extract_code
@@ -46,7 +47,7 @@ from kernelzero.rewards import ca_grpo_rewards, gate_open, is_correct, verdict_s
 from kernelzero.service.client import Client
 from kernelzero.service.pool import LocalPool, VerifyRequest, verify_many, visible_gpus
 from kernelzero.service.store import VerdictStore
-from kernelzero.train.config import RewardConfig, VerifierConfig
+from kernelzero.train.config import CoderTrainConfig, RewardConfig, VerifierConfig
 from kernelzero.types import SKIPPED_STATUSES, Task, Verdict, is_skipped
 from kernelzero.verify import options_for
 
@@ -252,3 +253,12 @@ class CoderReward:
                 }
             )
         return rewards[offset : offset + len(texts)]
+
+
+def run_reward(cfg: CoderTrainConfig, run: Path, tasks: list[Task], group: int, on_step: Any = None) -> CoderReward:
+    """A run's CA-GRPO reward: its verdict store, the reference timed alone once per task for the run (`baselines/`),
+    and one kept pool whose judges stay ready between steps or probes (`keep_pool`: the caller closes it)."""
+    store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
+    tasks_by_name = {t.name: t for t in tasks}
+    baselines = str(run / "baselines")
+    return CoderReward(tasks_by_name, cfg.reward, cfg.verifier, group, cfg.backend, store, on_step, baselines, True)
