@@ -27,6 +27,7 @@ from kernelzero.train.config import load_config
 from kernelzero.train.miniature import answer_text, make_tasks
 from kernelzero.train.reward import CoderReward
 from kernelzero.types import Task
+from kernelzero.verify.options import parse_overrides
 
 # correct answers per group of 8 (a spread like the middle of training: some gates open, some closed); of the rest,
 # one is an answer without code where there is room, the others wrong
@@ -111,15 +112,7 @@ def one_step(reward: TimedReward, minis: list, group: int, step: int) -> dict:
 def with_verifier(cfg, per_gpu: int | None, options: list[str], standby: int | None = None):
     """`cfg` with the pool's lanes and standby judges per GPU and verifier options (KEY=VALUE, the value JSON or else a
     string) replaced."""
-    extra = {}
-    for item in options:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--option {item!r}: expected KEY=VALUE")
-        try:
-            extra[key] = json.loads(value)
-        except json.JSONDecodeError:
-            extra[key] = value
+    extra = parse_overrides(options)
     if per_gpu is not None and per_gpu < 1:
         raise ValueError("--per-gpu must be at least 1")
     if standby is not None and standby < 0:

@@ -54,3 +54,15 @@ def test_unknown_names_are_refused():
     with pytest.raises(ValueError, match="unknown verify option"):
         options_for(tolerance=1)
     assert set(POLICIES) == {"strict", "kernelbench"}
+
+
+def test_command_line_overrides_read_json_values_and_name_the_flag_on_a_bad_item():
+    import pytest
+
+    from kernelzero.verify.options import parse_overrides
+
+    got = parse_overrides(["trials=3", "device=cuda", "compile_baseline=true", "seed=null"])
+    assert got == {"trials": 3, "device": "cuda", "compile_baseline": True, "seed": None}
+    for bad in ("trials", "=3"):
+        with pytest.raises(ValueError, match="--opt wants KEY=VALUE"):
+            parse_overrides([bad], flag="--opt")

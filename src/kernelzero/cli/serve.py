@@ -29,7 +29,6 @@ a `kz-serve-PID` folder of a dead server removes it. Also runs as `python -m ker
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -42,6 +41,7 @@ from pathlib import Path
 
 from kernelzero.cli.serve_access import client_tokens, connection_limits
 from kernelzero.service.store import default_path
+from kernelzero.verify.options import parse_overrides
 
 
 def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
@@ -132,20 +132,6 @@ def open_database(db: Path, keep_days: float, max_db_mb: float):
     lock = hold(db)
     prepare(db)
     return lock, retention
-
-
-def server_options(items: list[str]) -> dict:
-    """`NAME=VALUE` items as VerifyOptions overrides (VALUE read as JSON, else kept as a string)."""
-    options = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--option wants NAME=VALUE, got {item!r}")
-        try:
-            options[name] = json.loads(value)
-        except ValueError:
-            options[name] = value
-    return options
 
 
 def _pid_alive(pid: int) -> bool:
@@ -261,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    options = server_options(args.option)
+    options = parse_overrides(args.option)
     if args.unsafe_no_sandbox:
         options["unsafe_no_sandbox"] = True
     from kernelzero.verify import options_for

@@ -261,4 +261,14 @@ def run_reward(cfg: CoderTrainConfig, run: Path, tasks: list[Task], group: int, 
     store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
     tasks_by_name = {t.name: t for t in tasks}
     baselines = str(run / "baselines")
-    return CoderReward(tasks_by_name, cfg.reward, cfg.verifier, group, cfg.backend, store, on_step, baselines, True)
+    return CoderReward(
+        tasks_by_name,
+        cfg.reward,
+        cfg.verifier,
+        group,
+        cfg.backend,
+        store,
+        on_step,
+        baselines_dir=baselines,
+        keep_pool=True,
+    )

@@ -13,6 +13,7 @@ one `Profile` record to `PROFILES` in types.py: the options, the timing stage an
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from kernelzero.types import POLICIES, PRECISIONS, PROFILES, Profile
@@ -106,3 +107,18 @@ def tolerances(opts: VerifyOptions, task_atol: float | None, task_rtol: float | 
     atol = opts.atol if opts.atol is not None else task_atol if task_atol is not None else default
     rtol = opts.rtol if opts.rtol is not None else task_rtol if task_rtol is not None else atol
     return atol, rtol
+
+
+def parse_overrides(items: list[str], flag: str = "--option") -> dict:
+    """`KEY=VALUE` items (a command line's `flag`) as VerifyOptions overrides: VALUE read as JSON, else kept as a
+    string. A malformed item raises ValueError naming `flag`."""
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{flag} wants KEY=VALUE, got {item!r}")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return options
