@@ -57,8 +57,6 @@ def test_unknown_names_are_refused():
 
 
 def test_command_line_overrides_read_json_values_and_name_the_flag_on_a_bad_item():
-    import pytest
-
     from kernelzero.verify.options import parse_overrides
 
     got = parse_overrides(["trials=3", "device=cuda", "compile_baseline=true", "seed=null"])

@@ -255,12 +255,17 @@ class CoderReward:
         return rewards[offset : offset + len(texts)]
 
 
-def run_reward(cfg: CoderTrainConfig, run: Path, tasks: list[Task], group: int, on_step: Any = None) -> CoderReward:
+def run_reward(
+    cfg: CoderTrainConfig,
+    run: Path,
+    tasks: list[Task],
+    group: int,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> CoderReward:
     """A run's CA-GRPO reward: its verdict store, the reference timed alone once per task for the run (`baselines/`),
     and one kept pool whose judges stay ready between steps or probes (`keep_pool`: the caller closes it)."""
     store = VerdictStore(cfg.verifier.store or run / "verdicts.sqlite")
     tasks_by_name = {t.name: t for t in tasks}
-    baselines = str(run / "baselines")
     return CoderReward(
         tasks_by_name,
         cfg.reward,
@@ -269,6 +274,6 @@ def run_reward(cfg: CoderTrainConfig, run: Path, tasks: list[Task], group: int, 
         cfg.backend,
         store,
         on_step,
-        baselines_dir=baselines,
+        baselines_dir=str(run / "baselines"),
         keep_pool=True,
     )

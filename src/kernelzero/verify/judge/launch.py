@@ -8,8 +8,8 @@ out wrong once torch is loaded, the judge starts a new worker.
 Standby: `python -m kernelzero.verify.judge.launch --standby SPEC_JSON` does all of that before any request
 exists (verify/judge/standby.py keeps a few ready): it starts its worker and a reference process with the sandbox
 of SPEC (user, network, host memory), imports torch, and on a GPU warms both at once (verify/worker/warm.py; the
-reference CUDA alone) and runs the worker's CUDA IPC check. Then it reads two lines on stdin, REQUEST.json and RESULT.json, writes the candidate into
-the worker's folder and the task's sized source into the reference's (the file the cold path writes), and judges
+reference CUDA alone) and runs the worker's CUDA IPC check. Then it reads two lines on stdin, REQUEST.json and
+RESULT.json, writes the candidate into the worker's folder and the task's sized source into the reference's (the file the cold path writes), and judges
 exactly as above. It serves one request and exits; a request whose sandbox differs from SPEC gets a fresh worker
 and reference; end of input without a request ends it. (Measured on the H200, 2026-12-03: a standby without its
 reference took 8.3 s for a miniature sample, 1.5 s of it in stages, most of the rest the reference's start-up, a

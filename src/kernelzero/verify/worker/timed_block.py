@@ -13,9 +13,9 @@ Per timed call the reply has `times_ms` (the event interval; with `host_check` t
 and `held_ms` (always the event interval plus the outlive: the judge's `escaped_work` compares the two), `events_ms`
 (the event intervals alone: where a call's time went, for the record), the block's median host time per call from
 the hold's start to its release (`launch_ms`: what the forward's launch path costs on the host, which the judge uses
-to size `hold_us`; `launch_p90_ms` its 90th percentile, for the record; the wait for the call's GPU work is not in it, or each block's longer hold would lengthen the next
-one's, as it did up to the last step on the H200, 2026-12-04), and how many holds hit their cap (`capped`: calls
-that synchronised the device inside the forward).
+to size `hold_us`; `launch_p90_ms` its 90th percentile, for the record; the wait for the call's GPU work is not in
+it, or each block's longer hold would lengthen the next one's, as it did up to the last step on the H200,
+2026-12-04), and how many holds hit their cap (`capped`: calls that synchronised the device inside the forward).
 """
 
 from __future__ import annotations
