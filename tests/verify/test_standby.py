@@ -35,7 +35,7 @@ def test_a_standby_judge_gives_the_cold_verdict_and_serves_one_request():
     task, good = _case("correct/triton_gelu.py")
     wrong = (KERNELS / "wrong" / "triton_gelu_half_output.py").read_text()
     opts = options_for(compile_check=False)
-    standby = Standby(1)
+    standby = Standby(1, serves=1)
     try:
         cold = verify(task, good, "triton", opts, standby=standby)  # none ready: started cold, one standby started
         assert cold.status == "correct", cold.message
@@ -67,15 +67,18 @@ class _Given:
     def __init__(self, proc):
         self.proc = proc
 
-    def take(self, env, opts, on_gpu):
+    def take(self, env, opts, on_gpu, affinity=None):
         proc, self.proc = self.proc, None
         return proc
+
+    def returned(self, proc, again, served=None):
+        return False
 
 
 def test_a_standby_given_a_request_with_another_sandbox_judges_it_with_a_fresh_worker():
     task, good = _case("correct/triton_gelu.py")
     opts = options_for(compile_check=False)
-    standby = Standby(1)
+    standby = Standby(1, serves=1)
     try:
         verify(task, good, "triton", opts, standby=standby)
         (ready,) = _wait_started(standby, 1)
@@ -93,7 +96,7 @@ def test_a_standby_given_a_request_with_another_sandbox_judges_it_with_a_fresh_w
 def test_a_standby_that_died_waiting_is_replaced_and_the_request_still_judged():
     task, good = _case("correct/triton_gelu.py")
     opts = options_for(compile_check=False)
-    standby = Standby(1)
+    standby = Standby(1, serves=1)
     try:
         assert standby.take({"A": "1"}, opts, False) is None  # primes one for this environment
         (ready,) = _wait_started(standby, 1)
@@ -188,7 +191,7 @@ def test_a_standby_judge_brings_its_reference_process_started_before_the_request
 
     task = Task(name="aged", source=AGED_TASK)
     opts = options_for(compile_check=False)
-    standby = Standby(1)
+    standby = Standby(1, serves=1)
     try:
         cold = verify(task, DOUBLE, "triton", opts, standby=standby)  # none ready: cold; the kind's standby starts
         assert cold.status == "correct", cold.message

@@ -1,13 +1,15 @@
-"""A standby judge's warm-up of its two workers (verify/judge/launch.py `_warm`, verify/worker/warm.py): both are asked
+"""A standby judge's warm-up of its two workers (verify/judge/serving.py `_warm`, verify/worker/warm.py): both are asked
 before either is awaited, a worker that died is skipped without stopping the other, and on a GPU the reference warms
 CUDA alone while the candidate also warms Triton. Real sandboxed worker processes, as the standby starts them."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
-from kernelzero.verify.judge.launch import _warm
+from kernelzero.verify.judge.serving import Held, _warm
 from kernelzero.verify.sandbox.box import DEFAULT_UIDS
 from kernelzero.verify.sandbox.process import plan_sandbox, scratch_folder
 from kernelzero.verify.sandbox.worker_process import kill_all, start_worker
@@ -26,6 +28,10 @@ def _pair(cand_folder, ref_folder, gpu: bool):
     return _one(cand_folder, "candidate", gpu), _one(ref_folder, "reference", gpu)
 
 
+def _held(started) -> Held:
+    return Held(started, contextlib.ExitStack())
+
+
 def _notes(started) -> list[str]:
     return [n for n in started.plan.notes if n.startswith("standby worker:")]
 
@@ -37,7 +43,9 @@ def test_the_workers_are_warmed_and_a_dead_one_is_skipped():
             dead = _one(cand / "dead", "candidate", gpu=False)
             dead.worker.proc.kill()
             dead.worker.proc.wait(10)
-            _warm((dead, live, reference), gpu=False)  # the dead one first: the others are still warmed
+            _warm(
+                [_held(w) for w in (dead, live, reference)], gpu=False
+            )  # the dead one first: the others are still warmed
             assert _notes(dead) == []
             for started in (live, reference):
                 (note,) = _notes(started)
@@ -52,7 +60,7 @@ def test_the_reference_warms_cuda_alone_and_the_candidate_triton_too_gpu():
     with scratch_folder("kz-cand-") as cand, scratch_folder("kz-ref-") as ref:
         try:
             workers = _pair(cand, ref, gpu=True)
-            _warm(workers, gpu=True)
+            _warm([_held(w) for w in workers], gpu=True)
             (cand_note,) = _notes(workers[0])
             (ref_note,) = _notes(workers[1])
             assert "Triton" in cand_note and "not warmed" not in cand_note and "failed" not in cand_note, cand_note

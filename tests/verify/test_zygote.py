@@ -185,7 +185,7 @@ def test_a_request_from_a_process_that_is_not_root_is_refused(server):
 
 def test_a_forked_judge_whose_caller_goes_leaves_no_worker_and_no_folder(server, monkeypatch, tmp_path):
     from kernelzero.verify.backends import get_backend
-    from kernelzero.verify.judge.launch import sandbox_spec
+    from kernelzero.verify.judge.judge_io import sandbox_spec
     from kernelzero.verify.judge.run import _judge_env
     from kernelzero.verify.judge.standby import start_judge
 

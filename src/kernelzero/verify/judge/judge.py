@@ -9,9 +9,7 @@ of `verify()`, so a crash of the reference or of torch cannot take the caller do
 
 from __future__ import annotations
 
-import os
 import secrets
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,19 +20,18 @@ from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import POLICIES, Backend, Task, Verdict, from_dict, to_dict
 from kernelzero.verify.backends import BACKENDS, backend_module
 from kernelzero.verify.feedback import feedback_for
-from kernelzero.verify.judge import priority
+from kernelzero.verify.judge import priority, usage
 from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.correctness import correctness
 from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log, probe_note
-from kernelzero.verify.judge.memory import GIB, judge_memory_lease
+from kernelzero.verify.judge.memory import judge_memory_lease
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.solo import take_solo_reference
 from kernelzero.verify.judge.task_source import TaskBroken
 from kernelzero.verify.judge.timing_stage import prime_inputs, timed_comparison
 from kernelzero.verify.options import VerifyOptions, tolerances
 from kernelzero.verify.sandbox import cuda_ipc
-from kernelzero.verify.sandbox.channel import cpu_seconds
 from kernelzero.verify.sandbox.process import plan_for, scratch_folder
 from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, WorkerProcess, start_worker
 from kernelzero.verify.verdicts import candidate_hash, versions
@@ -141,12 +138,20 @@ class Judge:
 
     # -- the run ---------------------------------------------------------------------------------
     def run(
-        self, started: StartedWorker | None = None, deferred: list | None = None, reference: StartedWorker | None = None
+        self,
+        started: StartedWorker | None = None,
+        deferred: list | None = None,
+        reference: StartedWorker | None = None,
+        imported: bool = False,
+        keep_reference: bool = False,
     ) -> Verdict:
         """Verify; `started` is a worker the launcher started while this process imported torch.
 
         `deferred`: when given, the launcher's worker is not closed here but appended, for the launcher to
         close once the verdict is written (its folder is the launcher's; it holds no GPU lease by then).
+        `reference`: the task's reference process, started by the launcher (`imported`: it has the task's module
+        imported already, a serving judge's kept one); `keep_reference`: it is left running for the launcher
+        (judge/serving.py), which closes it or keeps it for its next request.
         """
         with scratch_folder("kz-cand-") as shared, scratch_folder("kz-ref-") as ref_folder:
             if reference is None:
@@ -156,8 +161,8 @@ class Judge:
                     if started is not None:
                         started.worker.close()
                     return self.verdict("task_broken", "reference", str(exc))
-            else:  # started by the launcher while this process imported torch
-                self.ref = Reference(reference.worker, self.device, self.opts)
+            else:  # started by the launcher while this process imported torch (or kept from its last request)
+                self.ref = Reference(reference.worker, self.device, self.opts, imported=imported)
             self.ref_path = reference.cand_path
             interpret = self.device == "cpu" and self.backend.without_gpu == "interpret"
             if started is None or started.interpret != interpret:
@@ -174,47 +179,12 @@ class Judge:
             self.deferred = deferred
             try:
                 verdict = self._run(started)
-                peaks, trace = self._gpu_peaks(started)
-                seconds = {**verdict.stage_seconds, **self._cpu_seconds(started), **peaks}
+                peaks, trace = usage.gpu_peaks(self, started)
+                seconds = {**verdict.stage_seconds, **usage.cpu_seconds_of(self, started), **peaks}
                 return replace(verdict, stage_seconds=seconds, notes=(*verdict.notes, *trace))
             finally:
-                self.ref.close()
-
-    def _gpu_peaks(self, started: StartedWorker) -> tuple[dict[str, float], list[str]]:
-        """GiB high-water marks on the GPU: each worker's per command (`gpu_peak_gib_ref_draw`, ..., as reported,
-        channel._gpu_peak) and the judge's own, and notes: when they pass the lease, and with KZ_GPU_TRACE each
-        reply's (command, allocated, reserved, export) GiB in order."""
-        peaks, notes, used = {}, [], 0.0
-        if self.device == "cuda" and torch.cuda.is_initialized():
-            used = peaks["gpu_peak_gib_judge"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
-        for role, worker in (("ref", self.ref.worker), ("cand", started.worker)):
-            for cmd, peak in worker.gpu_peaks.items():
-                peaks[f"gpu_peak_gib_{role}_{cmd}"] = round(peak / GIB, 3)
-            used += max(worker.gpu_peaks.values(), default=0) / GIB
-            if os.environ.get("KZ_GPU_TRACE"):
-                steps = " ".join(f"{c}:{a / GIB:.2f}/{r / GIB:.2f}/{e / GIB:.2f}" for c, a, r, e in worker.gpu_trace)
-                notes.append(f"GPU memory trace of the {role} (allocated/reserved/export GiB): {steps}"[:4000])
-        leased = self.stage_s.get("gpu_mem_gib")
-        if leased is not None and used > leased:  # the lease's estimate (memory.verification_need) fell short
-            notes.insert(
-                0,
-                f"GPU memory: the verification's processes peaked at {used:.1f} GiB (PyTorch's reserved memory and "
-                f"export copies; the judge's lent arenas come on top) over its lease of {leased:.1f} GiB",
-            )
-        return peaks, notes
-
-    def _cpu_seconds(self, started: StartedWorker) -> dict[str, float]:
-        """CPU seconds of this verification's processes, since each started (imports, warm-up and the waiting of
-        a standby included): the judge's own, and each worker's as its last reply said (a diagnosis of throughput:
-        bench/service.md; the candidate's process writes its own, so nothing is decided from it)."""
-        zygote = sys.modules.get("kernelzero.verify.sandbox.zygote")  # imported where this judge was forked
-        own = {"cpu_s_judge": round(cpu_seconds(), 3), "forked_judge": float(getattr(zygote, "FORKED_JUDGE", False))}
-        workers = (("ref", self.ref.worker), ("cand", started.worker))
-        forked = {f"forked_{role}": float(w.forked) for role, w in workers}  # 1.0: started by the fork server
-        by_command = {f"cpu_s_{role}_{cmd}": round(s, 3) for role, w in workers for cmd, s in w.cpu_by_cmd.items()}
-        ipc = {f"ipc_judge_{k}": round(s, 4) for k, s in cuda_ipc.SECONDS.items()}  # wall seconds in IPC work
-        ipc |= {f"ipc_{role}_{k}": round(s, 4) for role, w in workers for k, s in w.ipc_s.items()}
-        return own | forked | ipc | {f"cpu_s_{role}": round(w.cpu_s, 3) for role, w in workers} | by_command
+                if not keep_reference:
+                    self.ref.close()
 
     def _run(self, started: StartedWorker) -> Verdict:
         start = time.perf_counter()
@@ -377,17 +347,22 @@ class Judge:
 
 
 def judge_request(
-    request: dict, started: StartedWorker | None = None, deferred: list | None = None, reference=None
+    request: dict,
+    started: StartedWorker | None = None,
+    deferred: list | None = None,
+    reference=None,
+    imported: bool = False,
+    keep_reference: bool = False,
 ) -> dict:
-    """Run one verification request (as written by verify()); return the result payload (`deferred`: Judge.run;
-    `reference`: the task's reference process, when the launcher started it)."""
+    """Run one verification request (as written by verify()); return the result payload (`deferred`, `imported`,
+    `keep_reference`: Judge.run; `reference`: the task's reference process, when the launcher started it)."""
     task = from_dict(Task, request["task"])
     opts = from_dict(VerifyOptions, request["options"])
     try:
         backend = from_dict(Backend, request["backend"])
         judge = Judge(task, request["source"], backend, opts)
         judge.lease_marker = request.get("lease_marker")
-        verdict = judge.run(started, deferred, reference)
+        verdict = judge.run(started, deferred, reference, imported, keep_reference)
         return {"verdict": to_dict(verdict)}
     except RetryAlone as exc:  # judge/faults.py: the caller verifies again, alone on the GPU
         return {"retry_alone": str(exc)}

@@ -289,3 +289,10 @@ def foreign_starved(stage_s: dict) -> bool:
     """Alone on the GPU, other programs (no lease of ours) hold so much that this verification's need did not fit."""
     foreign = stage_s.get("gpu_foreign_gib")
     return foreign is not None and foreign + stage_s.get("gpu_need_gib", 0.0) > stage_s.get("gpu_total_gib", 0.0)
+
+
+def release_kept() -> None:
+    """Give back every entry kept until this process exits: a serving judge between requests (judge/turns.py), once
+    the workers that held the memory are closed and its own cache is emptied."""
+    while _kept:
+        _release(_kept.pop())

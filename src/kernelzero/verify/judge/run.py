@@ -3,6 +3,9 @@ its result. The judge runs in its own process so that a crash of the reference, 
 cannot take the caller down; it writes its result to a file and closes its output, so the caller does not wait for
 its teardown. The result file lives in a temporary folder of the caller's own (mode 0700), which no sandboxed process
 can write; it is read without following a link and only when it is a regular file (safe_fs.read_regular).
+
+A standby judge may serve several requests (judge/serving.py): the caller takes its answer on the judge's ANSWERED
+line (judge/judge_io.py) for its own result file, and hands a judge that answered `again` back to its `Standby`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from pathlib import Path
 
 from kernelzero.types import Backend, Task, Verdict, to_dict, verdict_from_dict
 from kernelzero.verify.backends.cuda.build_cache import default_cache_dir, ensure_readable
-from kernelzero.verify.judge.launch import on_gpu
+from kernelzero.verify.judge.judge_io import ANSWERED, answered_line, on_gpu
 from kernelzero.verify.judge.standby import Standby, start_judge
+from kernelzero.verify.judge.turns import reference_key
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox import zygote_client
 from kernelzero.verify.sandbox.process import physical_gpu, source_root
@@ -34,30 +38,35 @@ RESULT_LIMIT = 64 << 20  # bytes of a judge's result file read (a verdict is a f
 
 
 def _standby_judge(
-    standby: Standby | None, env: dict[str, str], opts: VerifyOptions, request: Path, result: Path
+    standby: Standby | None, env: dict[str, str], opts: VerifyOptions, paths: tuple[Path, Path], affinity: str
 ) -> subprocess.Popen | None:
-    """A ready judge from `standby`, given this request; None when there is none (or it just died)."""
-    proc = standby.take(env, opts, on_gpu(opts)) if standby is not None else None
+    """A ready judge from `standby`, given this request (`paths`: request and result); None when there is none (or
+    it just died). Its stdin stays open: a serving judge reads its next request there."""
+    proc = standby.take(env, opts, on_gpu(opts), affinity) if standby is not None else None
     if proc is None:
         return None
     try:
-        proc.stdin.write(f"{request}\n{result}\n".encode())
-        proc.stdin.close()
-        proc.stdin = None  # closed: communicate() must not flush it
+        proc.stdin.write(f"{paths[0]}\n{paths[1]}\n".encode())
+        proc.stdin.flush()
     except OSError:  # it died between the check and now
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
         proc.wait()
+        standby.returned(proc, False)
         return None
     return proc
 
 
-def _judge_output(proc: subprocess.Popen, timeout_s: float, marker: Path, limit: int = 1 << 20) -> bytes:
-    """The judge's output until it closes it (launch.py does so once its result is written); the last `limit`
-    bytes. Raises TimeoutExpired `timeout_s` after the judge touched `marker` (it holds its GPU memory lease), or
-    MAX_LEASE_WAIT_S after the start if it never does."""
+def _judge_output(
+    proc: subprocess.Popen, timeout_s: float, marker: Path, result: Path, limit: int = 1 << 20
+) -> tuple[bytes, bool]:
+    """The judge's output until its ANSWERED line for `result` or the end of its output (launch.py ends it once its
+    last result is written): (the last `limit` bytes, whether it said it serves again). Raises TimeoutExpired
+    `timeout_s` after the judge touched `marker` (it holds its GPU memory lease), or MAX_LEASE_WAIT_S after the start
+    if it never does."""
     started = time.monotonic()
     fd, out = proc.stdout.fileno(), b""
+    lines = {answered_line(result, again): again for again in (True, False)}
     ready = select.poll()  # not select(): it fails on descriptors above 1023 (a server with many connections)
     ready.register(fd, select.POLLIN)
     while True:
@@ -70,8 +79,12 @@ def _judge_output(proc: subprocess.Popen, timeout_s: float, marker: Path, limit:
             data = os.read(fd, 1 << 16)
             if not data:
                 proc.stdout.close()
-                return out
+                return out, False
             out = (out + data)[-limit:]
+            if ANSWERED.encode() in out:
+                for line, again in lines.items():
+                    if line in out:
+                        return out, again
 
 
 def import_roots(backend: Backend) -> list[str]:
@@ -128,6 +141,24 @@ def budget_s(opts: VerifyOptions) -> float:
     return opts.build_timeout_s + (opts.trials + 6) * opts.timeout_floor_s + 300
 
 
+def _let_go(proc: subprocess.Popen, standby: Standby | None, again: bool, key: str) -> None:
+    """After an answer: a judge that serves again goes back to its standby; any other is left to end (its stdin
+    closed, so one that meant to serve again exits too), reaped in the background."""
+    if again and standby is not None and standby.returned(proc, True, key):
+        return
+    if standby is not None and not again:
+        standby.returned(proc, False)
+    with contextlib.suppress(OSError, AttributeError):
+        proc.stdin.close()
+    threading.Thread(target=proc.wait, daemon=True).start()
+
+
+def _lost(standby: Standby | None, proc: subprocess.Popen) -> None:
+    """A judge that ended without an answer: its standby (if it came from one) starts another in its place."""
+    if standby is not None:
+        standby.returned(proc, False)
+
+
 RETRY = "retry: "  # _judge_once's reason for a fault worth a second try alone
 MAX_LEASE_WAIT_S = 3600.0  # a judge waits this long for its GPU memory lease at most (then: infra_error)
 
@@ -144,14 +175,16 @@ def _judge_once(
         payload = {"task": to_dict(task), "source": source, "backend": to_dict(backend), "options": asdict(opts)}
         request.write_text(json.dumps({**payload, "lease_marker": str(marker)}))
         env = _judge_env(backend, opts)
-        proc = _standby_judge(standby, env, opts, request, result)
+        key = reference_key(payload)
+        proc = _standby_judge(standby, env, opts, (request, result), key)
         if proc is None:
             proc = start_judge(["--parent", str(os.getpid()), str(request), str(result)], env)
         try:
-            out = _judge_output(proc, budget, marker)
+            out, again = _judge_output(proc, budget, marker, result)
         except subprocess.TimeoutExpired as exc:
             os.killpg(proc.pid, 9)
             proc.communicate()
+            _lost(standby, proc)
             if not marker.exists():
                 return None, f"the judge waited over {exc.timeout:.0f} s for GPU memory", ""
             verdict = early_verdict(
@@ -161,15 +194,17 @@ def _judge_once(
         except BaseException:  # the caller was interrupted (a test's time limit, Ctrl-C): the judge goes too
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, 9)
+            _lost(standby, proc)
             raise
-        if result.exists():  # the judge closed its output after writing it: its own teardown is not waited for
-            threading.Thread(target=proc.wait, daemon=True).start()
+        if result.exists():  # the judge said its answer is written: its own teardown is never waited for
+            _let_go(proc, standby, again, key)
         else:
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, 9)
                 proc.wait()
+            _lost(standby, proc)
             tail = out.decode(errors="replace")[-1500:]
             why = f"the verifier's judge process died (exit {proc.returncode})"
             return None, (RETRY + why if proc.returncode < 0 else why), tail

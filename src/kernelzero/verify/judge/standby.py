@@ -6,10 +6,14 @@ which has already started its sandboxed worker, imported torch in both and, on a
 contexts, warmed Triton and checked CUDA IPC (verify/judge/launch.py, verify/worker/warm.py). `take(env, opts)` hands
 one over (None when none is ready: the caller starts a judge as usual) and asks for a replacement.
 
-Why it keeps the verifier's guarantees: each standby serves exactly one request and exits, so no state
-passes from one candidate to the next; it runs the same judge with the same sandbox (a request whose
-sandbox differs gets a fresh worker); the candidate is written only when its request arrives, and
-nothing of it runs before the guards are installed, as in a cold start.
+Why it keeps the verifier's guarantees: a standby judge serves at most `serves` requests (`KZ_STANDBY_SERVES`,
+judge/turns.py; default one), each with a fresh sandboxed candidate worker, so no state passes from one candidate
+to the next through a worker; it runs the same judge with the same sandbox (a request whose sandbox differs gets a
+fresh worker); the candidate is written only when its request arrives, and nothing of it runs before the guards are
+installed, as in a cold start. A judge that answers `again` (judge/judge_io.py) comes back here (`returned`) and
+waits for its next request; one that served its last, or ended after a verdict that says something went wrong,
+is replaced. `take` prefers the judge that kept the request's task's reference process (its last request had the
+same task and options, `affinity`), then one whose reference has no task yet, then one resting with another task's.
 
 Processes are started from one long-lived thread: a judge dies with the thread that started it
 (PR_SET_PDEATHSIG follows the thread), so a short-lived starter would take its standbys with it.
@@ -28,7 +32,8 @@ import threading
 import time
 from collections import defaultdict, deque
 
-from kernelzero.verify.judge.launch import sandbox_spec
+from kernelzero.verify.judge import turns
+from kernelzero.verify.judge.judge_io import sandbox_spec
 from kernelzero.verify.options import VerifyOptions
 from kernelzero.verify.sandbox import zygote_client
 
@@ -38,15 +43,20 @@ MOMENTARY = frozenset({"PYTEST_CURRENT_TEST"})  # environment variables a standb
 class Standby:
     """Ready judge processes, `count` per environment (see the module docstring)."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, serves: int | None = None):
         self.count = max(0, count)
+        self.serves = turns.serves() if serves is None else max(1, serves)  # requests each judge serves at most
         self.ready: dict[str, deque] = defaultdict(deque)
         self.lock = threading.Lock()
         self.wanted: queue.Queue = queue.Queue()
         self.closed = False
         self.known: set[str] = set()
-        self.started = 0  # standbys started, and taken (for tests and benchmarks)
+        self.left: dict[int, int] = {}  # pid -> requests a started judge may still take
+        self.last: dict[int, str] = {}  # pid -> the reference key of the last request it served (its kept reference)
+        self.lent: dict[int, tuple] = {}  # pid -> (kind, env, spec) of a judge out with a request
+        self.started = 0  # standbys started, taken, and taken again after serving (for tests and benchmarks)
         self.taken = 0
+        self.again = 0
         if self.count:
             threading.Thread(target=self._starter, name="kz-standby", daemon=True).start()
 
@@ -57,27 +67,69 @@ class Standby:
         kept = sorted((k, v) for k, v in env.items() if k not in MOMENTARY)
         return json.dumps([kept, spec], sort_keys=True)
 
-    def take(self, env: dict[str, str], opts: VerifyOptions, on_gpu: bool) -> subprocess.Popen | None:
-        """A ready judge for this environment, or None; either way a replacement is started."""
+    def _rank(self, proc: subprocess.Popen, affinity: str | None) -> int:
+        """0: it kept this request's reference; 1: its reference has no task yet; 2: it rests with another task's."""
+        last = self.last.get(proc.pid)
+        return 1 if last is None else 0 if last == affinity else 2
+
+    def take(
+        self, env: dict[str, str], opts: VerifyOptions, on_gpu: bool, affinity: str | None = None
+    ) -> subprocess.Popen | None:
+        """A ready judge for this environment, or None; a replacement is started when the judge taken will not
+        come back (its last request) or none was ready. `affinity`: the request's reference key (turns.py)."""
         if self.count == 0 or self.closed:
             return None
         spec = sandbox_spec(opts, on_gpu)
         key = self._key(env, spec)
         proc, dead = None, []
         with self.lock:
-            starts = 1 if key in self.known else self.count
+            starts = 0 if key in self.known else self.count
             self.known.add(key)
             ready = self.ready[key]
-            while ready and proc is None:
-                proc = ready.popleft()
-                if proc.poll() is not None:  # died waiting (killed, out of memory): start another
-                    dead.append(proc)
-                    proc = None
-            self.taken += proc is not None
+            for candidate in sorted(ready, key=lambda p: self._rank(p, affinity)):
+                ready.remove(candidate)
+                if candidate.poll() is None:
+                    proc = candidate
+                    break
+                dead.append(candidate)  # died waiting (killed, out of memory): start another
+            if proc is None:
+                starts = max(starts, 1)
+            else:
+                self.taken += 1
+                self.again += proc.pid in self.last
+                self.left[proc.pid] -= 1
+                if self.left[proc.pid] > 0:
+                    self.lent[proc.pid] = (key, env, spec)
+                else:
+                    starts = max(starts, 1)
+                    self._forget(proc)
+            for gone in dead:
+                self._forget(gone)
         for _ in range(starts + len(dead)):
             self.wanted.put((key, env, spec))
         _end(dead)
         return proc
+
+    def returned(self, proc: subprocess.Popen, again: bool, served: str | None = None) -> bool:
+        """A judge lent by `take` answered. `again` (it said it serves another request): back among the ready, and
+        True; `served` is the reference key of the request it served. Otherwise False: the caller sees it end,
+        and another is started in its place."""
+        with self.lock:
+            lent = self.lent.pop(proc.pid, None)
+            if lent is None:  # its last request: its replacement was asked for when it was taken
+                return False
+            if again and not self.closed and proc.poll() is None:
+                self.last[proc.pid] = served
+                self.ready[lent[0]].append(proc)
+                return True
+            self._forget(proc)
+        if not self.closed:
+            self.wanted.put(lent)
+        return False
+
+    def _forget(self, proc: subprocess.Popen) -> None:
+        for table in (self.left, self.last, self.lent):
+            table.pop(proc.pid, None)
 
     def _starter(self) -> None:
         while True:
@@ -88,12 +140,14 @@ class Standby:
             with self.lock:
                 if self.closed or len(self.ready[key]) >= self.count:
                     continue
-            proc = start_judge(["--parent", str(os.getpid()), "--standby", json.dumps(spec)], env, keep_stdin=True)
+            argv = ["--parent", str(os.getpid()), "--standby", json.dumps(spec), "--serves", str(self.serves)]
+            proc = start_judge(argv, env, keep_stdin=True)
             with self.lock:
                 self.started += 1
                 late = self.closed
                 if not late:
                     self.ready[key].append(proc)
+                    self.left[proc.pid] = self.serves
             if late:  # closed while it started
                 _end([proc])
 
@@ -103,6 +157,8 @@ class Standby:
             self.closed = True
             procs = [p for ready in self.ready.values() for p in ready]
             self.ready.clear()
+            self.left.clear()
+            self.last.clear()
         self.wanted.put(None)
         _end(procs)
 

@@ -11,13 +11,15 @@ unpickles it.
 Commands beyond the candidate worker's: `measure` (the task's footprint on the meta device: bytes of parameters, one
 input set and the outputs, for the judge's GPU memory lease; touches no GPU memory), `load` (construct `Model`, send back the init inputs and the initial
 parameters), `draw` (input sets from seeds), `run` (the expected outputs; in float64 with `fp64`), and `time`
-(the same timed protocol as the candidate's, for interleaved timing).
+(the same timed protocol as the candidate's, for interleaved timing), and `rest` (a serving judge's kept reference
+between requests: the model dropped, the module kept).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import os
 from typing import Any
 
@@ -48,7 +50,7 @@ class ReferenceWorker(Worker):
         self.dtype = "fp32"
 
     def extra_commands(self) -> dict:
-        return {"draw": self.draw, "measure": self.measure}
+        return {"draw": self.draw, "measure": self.measure, "rest": self.rest}
 
     def warm_dispatch_first(self, req: dict[str, Any]) -> bool:
         """Only on a GPU, where the reference's timing blocks carry audit calls with the op recorder (as the
@@ -161,6 +163,20 @@ class ReferenceWorker(Worker):
         except BaseException as exc:
             return self.reply_error(exc, "reference")
         send_msg(self.out, {"ok": True, "n_out": len(outs)}, outs)
+
+    def rest(self, req: dict[str, Any]) -> None:
+        """Between two requests of a serving judge (verify/judge/serving.py): drop the model, its float64 copy and
+        any staged timing block, and the allocator's cache; keep the task's module for the next request of the same
+        task. Replies with the GPU bytes still reserved (the judge's ledger counts them while it waits)."""
+        self.model = self.model64 = None
+        self.staged, self.outputs = None, []
+        gc.collect()
+        reserved = 0
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            reserved = torch.cuda.memory_reserved()
+        send_msg(self.out, {"ok": True, "reserved": reserved})
 
     @staticmethod
     def _broken(message: str) -> dict:
