@@ -122,19 +122,19 @@ def test_gpu_lanes_go_to_the_least_loaded_healthy_gpu_and_block_when_full():
 
     pool = LocalPool(gpus=[0, 1], per_gpu=2, build_jobs=1)
     assert pool.slots == 1 + 2 * 2
-    taken = [pool._take_gpu() for _ in range(3)]
+    taken = [pool.gpu_slots.take() for _ in range(3)]
     assert sorted(taken) == [0, 0, 1] or sorted(taken) == [0, 1, 1]
-    assert pool._take_gpu() in (0, 1)  # the fourth fills both GPUs
+    assert pool.gpu_slots.take() in (0, 1)  # the fourth fills both GPUs
     got = []
-    waiter = threading.Thread(target=lambda: got.append(pool._take_gpu()))
+    waiter = threading.Thread(target=lambda: got.append(pool.gpu_slots.take()))
     waiter.start()
     time.sleep(0.3)
     assert got == []  # every lane is full: it waits
-    pool._give_gpu(1)
+    pool.gpu_slots.give(1)
     waiter.join(5)
     assert got == [1]
     pool.stats.unhealthy.update({0, 1})
-    assert pool._take_gpu() is None  # no healthy GPU left: the caller reports infra_error at stage runner
+    assert pool.gpu_slots.take() is None  # no healthy GPU left: the caller reports infra_error at stage runner
 
 
 def test_verdicts_about_the_runner_are_not_stored(tmp_path):

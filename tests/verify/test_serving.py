@@ -5,11 +5,20 @@ says a process went wrong, and its standby starts another in its place."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
+import pytest
+
 from kernelzero.tasks import load_suite, resize, select
+from kernelzero.types import STATUSES, to_dict
 from kernelzero.verify import options_for, verify
+from kernelzero.verify.judge import turns
+from kernelzero.verify.judge.judge_io import answered_line, sandbox_spec
+from kernelzero.verify.judge.run import _judge_output
 from kernelzero.verify.judge.serving import KEPT_NOTE
 from kernelzero.verify.judge.standby import Standby
 
@@ -99,3 +108,85 @@ def test_a_serving_judge_ends_after_a_crash_and_another_takes_its_place():
         assert standby.again == 1 and standby.started >= 2
     finally:
         standby.close()
+
+
+# -- the rules, without a judge -------------------------------------------------------------------------------------
+
+
+def test_the_number_of_requests_a_judge_serves_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(turns.SERVES_ENV, raising=False)
+    assert turns.serves() == turns.SERVES == 1  # one request per judge until the serving path is gated
+    monkeypatch.setenv(turns.SERVES_ENV, "8")
+    assert turns.serves() == 8 and Standby(0).serves == 8 and Standby(0, serves=2).serves == 2
+    for bad in ("eight", "0", "-1", "1.5"):
+        monkeypatch.setenv(turns.SERVES_ENV, bad)
+        with pytest.raises(ValueError, match=turns.SERVES_ENV):
+            turns.serves()
+
+
+def test_a_judge_goes_on_only_after_a_verdict_that_says_nothing_went_wrong_with_a_process():
+    for status in STATUSES:
+        goes_on = turns.may_go_on({"verdict": {"status": status}})
+        assert goes_on == (status not in ("timeout", "crash", "oom", "infra_error", "task_broken", "tampered")), status
+    for payload in ({"retry_alone": "a fault"}, {"error": "a bug"}, {}, {"verdict": None}):
+        assert not turns.may_go_on(payload)
+
+
+def test_the_reference_key_is_the_task_and_the_options():
+    task = _task("level1/21_GELU")
+    request = {"task": to_dict(task), "options": asdict(options_for()), "source": "a", "lease_marker": "/x"}
+    same = {**request, "source": "b", "lease_marker": "/y"}  # another candidate of the same task
+    assert turns.reference_key(request) == turns.reference_key(same)
+    assert turns.reference_key(request) != turns.reference_key({**request, "options": asdict(options_for(atol=0.1))})
+    other = to_dict(_task("level1/24_LeakyReLU"))
+    assert turns.reference_key(request) != turns.reference_key({**request, "task": other})
+
+
+class _Waiting:
+    """A ready judge as `Standby` sees one: alive, with a pid."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def poll(self):
+        return None
+
+
+def test_take_prefers_the_judge_that_kept_the_requests_reference_then_a_fresh_one():
+    standby = Standby(0, serves=8)
+    standby.count = 3  # no starter thread: the ready judges are put in by hand
+    opts = options_for()
+    key = standby._key({"A": "1"}, sandbox_spec(opts, False))
+    standby.known.add(key)
+    rested, fresh, kept = _Waiting(1), _Waiting(2), _Waiting(3)
+    standby.ready[key].extend([rested, fresh, kept])
+    standby.left.update({1: 5, 2: 8, 3: 5})
+    standby.last.update({1: "another task", 3: "this task"})
+    assert standby.take({"A": "1"}, opts, False, affinity="this task") is kept
+    assert standby.take({"A": "1"}, opts, False, affinity="this task") is fresh
+    assert standby.take({"A": "1"}, opts, False, affinity="this task") is rested
+    assert standby.again == 2 and standby.left == {1: 4, 2: 7, 3: 4} and set(standby.lent) == {1, 2, 3}
+    assert standby.returned(kept, True, "this task") and list(standby.ready[key]) == [kept]
+    assert not standby.returned(fresh, False) and 2 not in standby.left  # it ends: another is asked for
+    assert standby.wanted.qsize() == 1
+
+
+def test_the_caller_takes_the_answer_on_its_own_answered_line(tmp_path):
+    mine, other = tmp_path / "result.json", tmp_path / "other.json"
+    script = (
+        "import os, sys, time\n"
+        f"os.write(1, {answered_line(other, True)!r})\n"  # another request's line is not this caller's answer
+        "time.sleep(0.3)\n"
+        f"os.write(1, b'a warning\\n' + {answered_line(mine, True)!r})\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        out, again = _judge_output(proc, 60, tmp_path / "leased", mine)
+        assert again and out.endswith(answered_line(mine, True)) and proc.poll() is None  # it serves on
+    finally:
+        proc.kill()
+        proc.wait()
+    last = subprocess.Popen([sys.executable, "-c", "print('no answer line')"], stdout=subprocess.PIPE)
+    assert _judge_output(last, 60, tmp_path / "leased", mine) == (b"no answer line\n", False)  # the output's end
+    last.wait()

@@ -56,7 +56,9 @@ from kernelzero.service.contract import (
     store_key,
 )
 from kernelzero.service.ray_pool import verify_many_ray
+from kernelzero.service.slots import GpuSlots
 from kernelzero.service.store import VerdictStore
+from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import Verdict
 from kernelzero.verify import VerifyOptions, get_backend, infra_verdict, verify
 from kernelzero.verify.backends import backend_module
@@ -176,8 +178,7 @@ class LocalPool:
         self.jobs = max(1, jobs)
         self.slots = self.build_jobs + len(self.gpus) * self.per_gpu if self.gpus else self.jobs
         self.builds = threading.Semaphore(self.build_jobs)
-        self.cond = threading.Condition()
-        self.in_flight = {g: 0 for g in self.gpus}
+        self.gpu_slots = GpuSlots(self.gpus, self.per_gpu, self.stats.unhealthy)  # service/slots.py
         self.names: dict[VerifyOptions, str] = {}
         # judges started ahead of requests, per lane (verify/judge/standby.py); default: one per GPU slot
         self.standby = Standby(self.per_gpu if standby is None and self.gpus else standby or 0)
@@ -199,24 +200,6 @@ class LocalPool:
             with self.stats.lock:
                 self.stats.builds += sum(1 for r in results if not r.cached)
                 self.stats.build_s += time.monotonic() - start
-
-    def _take_gpu(self) -> int | None:
-        with self.cond:
-            while True:
-                healthy = [g for g in self.gpus if g not in self.stats.unhealthy]
-                if not healthy:
-                    return None
-                free = [g for g in healthy if self.in_flight[g] < self.per_gpu]
-                if free:
-                    gpu = min(free, key=lambda g: self.in_flight[g])
-                    self.in_flight[gpu] += 1
-                    return gpu
-                self.cond.wait()
-
-    def _give_gpu(self, gpu: int) -> None:
-        with self.cond:
-            self.in_flight[gpu] -= 1
-            self.cond.notify_all()
 
     def _verify(self, req: VerifyRequest, gpu: int | None) -> tuple[Verdict, Attempts]:
         """Verify on `gpu` (or the CPU) under the retry-once rule: (verdict, attempts), see service/contract.py."""
@@ -241,8 +224,9 @@ class LocalPool:
     def _on_a_gpu(self, req: VerifyRequest) -> tuple[Verdict, Attempts | None, int | None]:
         """Verify on the healthy GPU with the fewest in flight; a GPU that fails its health probe is taken out and
         the request goes to another. (verdict, attempts, gpu); gpu None when no healthy GPU is left."""
+        group = (task_hash(req.task), req.options)  # one task under one set of options (service/slots.py)
         while True:
-            gpu = self._take_gpu()
+            gpu = self.gpu_slots.take(group)
             if gpu is None:
                 message = f"no healthy GPU left in the pool (failed health probes: {sorted(self.stats.unhealthy)})"
                 source = extract_code(req.candidate)
@@ -251,13 +235,13 @@ class LocalPool:
             try:
                 verdict, attempts = self._verify(req, gpu)
             finally:
-                self._give_gpu(gpu)
+                self.gpu_slots.give(gpu, group)
             if verdict.stage != "gpu_health":
                 return verdict, attempts, gpu
-            with self.cond:  # that GPU is out; try the request on another
+            with self.stats.lock:  # that GPU is out; try the request on another
                 self.stats.unhealthy.add(gpu)
                 self.stats.probes.append((gpu, False, verdict.message))
-                self.cond.notify_all()
+            self.gpu_slots.out(gpu)
 
     def run_one(self, req: VerifyRequest) -> Verdict:
         """One request's verdict; whatever raises on its way (the store, a build) becomes its verdict
