@@ -5,6 +5,7 @@ says a process went wrong, and its standby starts another in its place."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.types import STATUSES, to_dict
@@ -190,3 +192,51 @@ def test_the_caller_takes_the_answer_on_its_own_answered_line(tmp_path):
     last = subprocess.Popen([sys.executable, "-c", "print('no answer line')"], stdout=subprocess.PIPE)
     assert _judge_output(last, 60, tmp_path / "leased", mine) == (b"no answer line\n", False)  # the output's end
     last.wait()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_serving_judge_on_the_gpu_keeps_a_reference_and_gives_back_its_leases_gpu():
+    """On the GPU: two requests of one task through one judge, the second on the kept reference; while the judge
+    waits between them the memory ledger holds one standing base of its processes and none of the leases its
+    first request took (memory.release_kept), and the timings of both are those of honest verdicts."""
+    from kernelzero.verify.judge.lease import device_uuid
+    from kernelzero.verify.judge.memory import BASE_BYTES, GIB, _folder
+
+    task = _task("level1/21_GELU")
+    good = (KERNELS / "correct" / "triton_gelu.py").read_text()
+    opts = options_for()
+    standby = Standby(1, serves=3)
+    try:
+        assert verify(task, good, "triton", opts, standby=standby).status == "correct"
+        (judge,) = _ready(standby)
+        first = verify(task, good, "triton", opts, standby=standby)
+        uuid, group = device_uuid(), os.getpgid(judge.pid)
+        deadline, entries = time.monotonic() + 90, None
+        while time.monotonic() < deadline:
+            entries = _entries_of(_folder(uuid), group)
+            if [name.endswith(".base") for name, _ in entries] == [True]:
+                break
+            time.sleep(0.2)
+        assert [name.endswith(".base") for name, _ in entries] == [True], entries  # its base alone, no kept lease
+        assert BASE_BYTES <= entries[0][1] <= BASE_BYTES + GIB, entries
+        second = verify(task, good, "triton", opts, standby=standby)
+        assert first.status == second.status == "correct", (first.message, second.message)
+        assert not _kept(first) and _kept(second) and standby.again == 1
+        for verdict in (first, second):
+            assert verdict.timing is not None and verdict.timing.mean_ms > 0, verdict.timing_note
+            assert verdict.stage_seconds["cpu_s_judge"] < 60, verdict.stage_seconds  # counted from its request
+    finally:
+        standby.close()
+
+
+def _entries_of(folder: Path, group: int) -> list[tuple[str, int]]:
+    """The ledger entries written by processes of process group `group` (an entry's name starts with its pid)."""
+    found = []
+    for entry in sorted(folder.iterdir()):
+        try:
+            if os.getpgid(int(entry.name.split("-")[0])) == group:
+                found.append((entry.name, int(entry.read_text() or 0)))
+        except (ValueError, ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+    return found
