@@ -20,7 +20,8 @@ the first's timing).
 Health: a judge whose sample crashed on the GPU (an illegal memory access breaks that process's CUDA
 context) marks the GPU suspect before it lets go; whoever takes the lease next first waits for the GPU
 to be free, runs the health probe (verify/judge/probe.py) in a fresh process, and gets `GpuUnhealthy` if it
-fails. GPUs are never reset.
+fails. GPUs are never reset. The probe's process is started ahead, before the taker passes the turnstile (one taker
+at a time: the `<uuid>.probing` lock), so that only its checks hold the GPU alone, not its start and CUDA context.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kernelzero.verify.judge.probe import probe_gpu
+from kernelzero.verify.judge.probe import StartedProbe, probe_gpu, start_probe
 from kernelzero.verify.sandbox import safe_fs
 
 LOCK_DIR = Path(os.environ.get("KZ_GPU_LOCK_DIR", "/tmp/kernelzero-gpu-locks"))
@@ -53,12 +54,20 @@ def mark_suspect(uuid: str | None = None) -> None:
     os.close(_open(suspect_path(uuid or device_uuid())))  # its existence is the mark
 
 
-def _probe_if_suspect(uuid: str) -> None:
+PROBE_ON = "cuda"  # where the health probe checks ("cpu": how CI runs the mechanism without a GPU)
+
+
+def _probe_if_suspect(uuid: str, ahead: StartedProbe | None = None) -> None:
     marker = suspect_path(uuid)
     if not marker.exists():
         return
-    result = probe_gpu(None, device="cuda-held")
-    probe_log.append((result.ok, result.seconds, result.message))
+    if ahead is not None:
+        result = ahead.run()
+        said = result.message or f"its process and CUDA context started ahead, in {ahead.ready_s:.1f} s"
+    else:
+        result = probe_gpu(None, device="cuda-held" if PROBE_ON == "cuda" else PROBE_ON)
+        said = result.message
+    probe_log.append((result.ok, result.seconds, said))
     if result.busy:  # no memory for the probe at this moment: nothing known of the GPU's health; the mark stays, so
         return  # the next holder probes again (the H200 gate, 2026-12-03: five samples `infra_error` this way)
     if not result.ok:
@@ -70,7 +79,7 @@ def probe_note() -> str:
     """A verdict's note on this process's last health probe."""
     ok, took, said = probe_log[-1]
     if ok:
-        return f"the GPU passed a health probe after an earlier crash ({took:.1f} s)"
+        return f"the GPU passed a health probe after an earlier crash ({took:.1f} s{'; ' + said if said else ''})"
     return f"the GPU's health probe after an earlier crash was inconclusive ({said[:200]})"
 
 
@@ -99,15 +108,41 @@ def _open(path: Path) -> int:
 
 
 def _take(held: dict, uuid: str, mode: int) -> None:
-    """Pass the turnstile and take the lock in `mode`; probe first (exclusively) if the GPU is suspect."""
-    fcntl.flock(held["turn"], fcntl.LOCK_EX)
+    """Pass the turnstile and take the lock in `mode`; probe first (exclusively) if the GPU is suspect, with a probe
+    started before the turnstile where this taker could claim one (`probe_ahead`)."""
+    ahead = probe_ahead(uuid)
     try:
-        if suspect_path(uuid).exists():
-            fcntl.flock(held["fd"], fcntl.LOCK_EX)
-            _probe_if_suspect(uuid)
-        fcntl.flock(held["fd"], mode)
+        fcntl.flock(held["turn"], fcntl.LOCK_EX)
+        try:
+            if suspect_path(uuid).exists():
+                fcntl.flock(held["fd"], fcntl.LOCK_EX)
+                _probe_if_suspect(uuid, ahead[0] if ahead else None)
+            fcntl.flock(held["fd"], mode)
+        finally:
+            fcntl.flock(held["turn"], fcntl.LOCK_UN)
     finally:
-        fcntl.flock(held["turn"], fcntl.LOCK_UN)
+        if ahead is not None:
+            ahead[0].dismiss()
+            os.close(ahead[1])
+
+
+def probe_ahead(uuid: str) -> tuple[StartedProbe, int] | None:
+    """When the GPU is suspect and no other taker is starting one: a health probe started now, before the turnstile,
+    with the `<uuid>.probing` lock that says so (closed by the caller); else None (the probe, if still needed once
+    the lease is held, starts then)."""
+    if not suspect_path(uuid).exists():
+        return None
+    claim = _open(LOCK_DIR / f"{uuid}.probing")
+    try:
+        fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(claim)
+        return None
+    started = start_probe(None, PROBE_ON)
+    if started is None:
+        os.close(claim)
+        return None
+    return started, claim
 
 
 @contextlib.contextmanager

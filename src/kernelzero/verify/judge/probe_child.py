@@ -1,7 +1,9 @@
 """The GPU health probe's child process: `python -m kernelzero.verify.judge.probe_child DEVICE` (see probe.py).
 
 Allocates memory, runs a matrix product and an elementwise kernel, synchronises and compares with the CPU;
-prints `probe ok` when all agree. Out of GPU memory (a fresh process needs a CUDA context and a few MiB, which a
+prints `probe ok` when all agree. `cuda-held-ready` (and `cpu-ready`, for CI) is the probe started ahead
+(probe.py `start_probe`): it makes its CUDA context, prints `probe ready`, and checks only once a line `go` arrives on
+stdin (its caller holds the GPU alone by then); the end of stdin ends it unchecked. Out of GPU memory (a fresh process needs a CUDA context and a few MiB, which a
 loaded GPU may not have at that moment) it prints `probe busy` and exits BUSY: inconclusive, not a failure. DEVICE: `cuda` (takes the GPU's lease first), `cuda-held` (the caller holds it)
 or `cpu` (the same checks on the CPU, how CI tests the mechanism).
 """
@@ -32,10 +34,26 @@ def _check(device: str) -> None:
 BUSY = 3  # exit status: the GPU had no memory for the probe (another tenant's), which says nothing of its health
 
 
+def _ready(device: str) -> bool:
+    """A probe started ahead: its CUDA context first (nothing on the CPU), then `probe ready`; True once `go` comes."""
+    if device == "cuda":
+        import torch
+
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+    print("probe ready", flush=True)
+    return sys.stdin.readline().strip() == "go"
+
+
 def main(argv: list[str]) -> int:
     device = argv[0] if argv else "cuda"
     try:
-        if device == "cuda-held":  # the caller holds the GPU's lease
+        if device.endswith("-ready"):  # started ahead: the checks wait for the caller's word (module docstring)
+            device = "cuda" if device.startswith("cuda") else "cpu"
+            if not _ready(device):
+                return 0
+            _check(device)
+        elif device == "cuda-held":  # the caller holds the GPU's lease
             _check("cuda")
         elif device == "cuda":
             import torch

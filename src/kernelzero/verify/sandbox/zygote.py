@@ -210,7 +210,7 @@ def _outer(conn: socket.socket, listener: socket.socket, request: dict, fds: lis
 # The verifier's own processes a caller may have forked (unsandboxed, root, as their cold starts are): the entry
 # module of each role. A judge's argv is launch's (`--parent PID` and its own arguments); a probe's is its device.
 TRUSTED = {"judge": "kernelzero.verify.judge.launch", "probe": "kernelzero.verify.judge.probe_child"}
-PROBE_DEVICES = ("cuda", "cuda-held", "cpu")
+PROBE_DEVICES = ("cuda", "cuda-held", "cpu", "cuda-held-ready", "cpu-ready")
 
 
 def _valid(request: dict, trusted: bool) -> bool:
