@@ -240,3 +240,31 @@ def _entries_of(folder: Path, group: int) -> list[tuple[str, int]]:
         except (ValueError, ProcessLookupError, FileNotFoundError, PermissionError):
             continue
     return found
+
+
+def test_a_judge_that_said_it_serves_again_but_ends_without_answering_costs_a_fresh_judge_not_a_verdict():
+    """A serving judge that fails between its answer `again` and the next request (it could not start its next
+    worker, say) ends with that request unread: the caller verifies it in a fresh judge, never reports it."""
+    task = _task("level1/21_GELU")
+    good = (KERNELS / "correct" / "triton_gelu.py").read_text()
+    opts = options_for(compile_check=False)
+    gone = subprocess.Popen(  # it reads the request's two lines and ends, as such a judge does
+        [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.stdin.readline()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    standby = Standby(0, serves=8)
+    standby.count = 1  # no starter thread: its one ready judge is put in by hand
+    from kernelzero.verify.backends import get_backend
+    from kernelzero.verify.judge.run import _judge_env
+
+    key = standby._key(_judge_env(get_backend("triton"), opts), sandbox_spec(opts, False))
+    standby.known.add(key)
+    standby.ready[key].append(gone)
+    standby.left[gone.pid], standby.last[gone.pid] = 7, "another task"
+    verdict = verify(task, good, "triton", opts, standby=standby)
+    assert verdict.status == "correct", verdict.message
+    assert standby.taken == 1 and standby.again == 1 and gone.wait(10) == 0  # it was taken, and the request judged
+    assert not standby.ready[key] and gone.pid not in standby.left  # forgotten, another asked for

@@ -122,6 +122,8 @@ def run_judge(
     an error of its own is `infra_error` at once (a verifier bug is not retried: it would fail again)."""
     start = time.monotonic()
     verdict, why, log = _judge_once(task, source, backend, opts, standby)
+    if why is not None and why.startswith(STALE):  # a serving judge gone between its answers: a fresh one
+        verdict, why, log = _judge_once(task, source, backend, opts, None)
     if why is not None and why.startswith(RETRY):
         verdict, again, log = _judge_once(task, source, backend, replace(opts, gpu_alone=True), None)
         if again is None:
@@ -160,6 +162,7 @@ def _lost(standby: Standby | None, proc: subprocess.Popen) -> None:
 
 
 RETRY = "retry: "  # _judge_once's reason for a fault worth a second try alone
+STALE = "stale: "  # its reason when a judge that said it serves again ended without answering: a fresh judge next
 MAX_LEASE_WAIT_S = 3600.0  # a judge waits this long for its GPU memory lease at most (then: infra_error)
 
 
@@ -207,6 +210,8 @@ def _judge_once(
             _lost(standby, proc)
             tail = out.decode(errors="replace")[-1500:]
             why = f"the verifier's judge process died (exit {proc.returncode})"
+            if getattr(proc, "kz_served", False):  # it had answered `again`: it may have ended before this request
+                return None, STALE + why, tail
             return None, (RETRY + why if proc.returncode < 0 else why), tail
         answer = json.loads(read_regular(result, RESULT_LIMIT))  # a regular file, not through a link
     if "error" in answer:

@@ -155,13 +155,14 @@ def _serve_one(paths: list[str], spec: dict, cand: Held, ref: Held, gpu: bool, l
         payload = judge_request(request, started, deferred, reference.started if reference else None, imported, keep)
         if imported and "verdict" in payload:
             payload["verdict"]["notes"] = [*payload["verdict"].get("notes", []), KEPT_NOTE]
-        go_on = not last and turns.may_go_on(payload) and _gpu_fine(gpu)
+        go_on = not last and reference is not None and turns.may_go_on(payload) and _gpu_fine(gpu)
+        go_on = go_on and _rest(reference)  # before the answer: a judge that says `again` must be able to
         write_answer(paths[1], payload, again=go_on)
     finally:  # after the answer (the caller does not wait for the workers' exit), or on an error
         for worker in deferred:
             worker.close()
     cand.close()
-    if not go_on or reference is None or not _rest(reference):
+    if not go_on:
         return None
     reference.key = key
     return reference

@@ -96,7 +96,8 @@ class Standby:
                 starts = max(starts, 1)
             else:
                 self.taken += 1
-                self.again += proc.pid in self.last
+                proc.kz_served = proc.pid in self.last  # it served a request before this one (run.py: STALE)
+                self.again += proc.kz_served
                 self.left[proc.pid] -= 1
                 if self.left[proc.pid] > 0:
                     self.lent[proc.pid] = (key, env, spec)
