@@ -191,6 +191,7 @@ def _reference_for(ref: Held, request: dict, key: str, same_box: bool, spec: dic
     if ref.key is not None:  # resting with another task's module
         ref.close()
         ref = _start(spec, "reference")
+    ref.warmed = True  # from here on it holds a task: no warm-up (worker/warm.py) is sent to it again
     if ref.started.worker.proc.poll() is None:
         try:
             source = sized_source(from_dict(Task, request["task"]))
