@@ -163,6 +163,8 @@ def _serve_one(paths: list[str], spec: dict, cand: Held, ref: Held, gpu: bool, l
             worker.close()
     cand.close()
     if not go_on:
+        if reference is not None:  # its process and its folder (one started for this request is not the caller's)
+            reference.close()
         return None
     reference.key = key
     return reference
