@@ -84,7 +84,7 @@ def test_a_static_violation_is_never_built_in_the_local_pool(task, tmp_path, mon
     verdict = pool.run_one(VerifyRequest(task, THREADED, "cuda", options_for()))
     assert verdict.status == "static_violation" and "std::thread" in verdict.message
     assert builds == []  # the build stage was never entered
-    assert pool.in_flight == {0: 0} and pool.stats.per_gpu == {}  # nor a GPU lane taken
+    assert pool.gpu_slots.in_flight == {0: 0} and pool.stats.per_gpu == {}  # nor a GPU lane taken
     # a candidate the checks let through does reach the build stage (whose exception becomes its verdict)
     verdict = pool.run_one(VerifyRequest(task, RELU, "cuda", options_for()))
     assert (verdict.status, verdict.stage) == ("infra_error", "exception") and "_Built" in verdict.message

@@ -50,7 +50,8 @@ def _child(code: str) -> subprocess.Popen:
 
 def test_judge_output_on_a_descriptor_above_1024(high_fds, tmp_path):
     proc = _child("print('judged')")
-    assert run._judge_output(proc, 30.0, tmp_path / "lease-marker") == b"judged\n"
+    got = run._judge_output(proc, 30.0, tmp_path / "lease-marker", tmp_path / "result.json")
+    assert got == (b"judged\n", False)  # the output's end: a judge's last answer
     proc.wait()
 
 
