@@ -51,7 +51,12 @@ def _start(tmp_path, name: str, shared: float, excl: float = 0.0, release=None):
 
 def _turnstile_held(lease, uuid: str) -> bool:
     """Someone holds the turnstile: a timer waiting for the GPU."""
-    fd = os.open(lease.turn_path(uuid), os.O_RDWR | os.O_CREAT, 0o644)
+    return locked(lease.turn_path(uuid))
+
+
+def locked(path) -> bool:
+    """Someone holds an exclusive `flock` on the lock file at `path` (made here if missing)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         fcntl.flock(fd, fcntl.LOCK_UN)

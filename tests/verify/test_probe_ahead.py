@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from test_lease import locked
 
 from kernelzero.verify.judge import lease
 from kernelzero.verify.judge.probe import start_probe
@@ -59,9 +60,9 @@ def test_a_suspect_gpu_is_probed_by_a_probe_started_before_the_turnstile(cpu_lea
     taker.start()
     claim = cpu_lease.LOCK_DIR / "gpu-p.probing"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _locked(claim):
+    while time.monotonic() < deadline and not locked(claim):
         time.sleep(0.05)
-    assert _locked(claim)  # it claimed the probe before it got the turnstile
+    assert locked(claim)  # it claimed the probe before it got the turnstile
     assert cpu_lease.probe_ahead("gpu-p") is None  # a second taker does not start another
     time.sleep(0.5)
     assert took == [] and cpu_lease.suspect_path("gpu-p").exists()  # nothing checked before the lease
@@ -71,7 +72,7 @@ def test_a_suspect_gpu_is_probed_by_a_probe_started_before_the_turnstile(cpu_lea
     assert took == [True] and not cpu_lease.suspect_path("gpu-p").exists()
     note = cpu_lease.probe_note()
     assert note.startswith("the GPU passed a health probe") and "started ahead" in note, note
-    assert not _locked(claim)  # given back
+    assert not locked(claim)  # given back
 
 
 def test_a_probe_started_ahead_but_not_needed_is_dismissed(cpu_lease, monkeypatch):
@@ -102,28 +103,3 @@ def test_a_probe_started_ahead_that_did_not_check_is_no_pass(cpu_lease, monkeypa
 def _hold_briefly(lease_module) -> bool:
     with lease_module.gpu_lease("gpu-p", shared=True):
         return True
-
-
-def _locked(path) -> bool:
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-
-
-def test_a_probe_started_ahead_is_forked_by_the_fork_server_where_there_is_one(monkeypatch):
-    if os.geteuid() != 0:
-        pytest.skip("the fork server runs as root")
-    monkeypatch.setenv(zygote_client.SOCKET_ENV, zygote_client.address(wait_s=120))  # as a judge's environment has it
-    started = start_probe(None, "cpu")
-    assert started is not None and started.forked
-    result = started.run()
-    started.dismiss()
-    assert result.ok and result.forked, result

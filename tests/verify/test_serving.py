@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_standby import _wait_started as _ready
 
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.types import STATUSES, to_dict
@@ -37,17 +38,6 @@ open("kz_seen", "w").close()
 def _task(name: str):
     (task,) = select(load_suite("kz-basic").tasks, names=[name])
     return resize(task, preset="smoke")
-
-
-def _ready(standby: Standby, count: int = 1, timeout_s: float = 60.0) -> list:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with standby.lock:
-            procs = [p for ready in standby.ready.values() for p in ready]
-        if len(procs) >= count:
-            return procs
-        time.sleep(0.05)
-    raise AssertionError(f"{count} standby judges were not ready in {timeout_s} s")
 
 
 def _kept(verdict) -> bool:
