@@ -192,7 +192,9 @@ def test_a_forked_judge_whose_caller_goes_leaves_no_worker_and_no_folder(server,
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the judge's scratch folders land here
     env = _judge_env(get_backend("triton"), OPTS)
     spec = sandbox_spec(OPTS, False)
-    (zygote,) = [int(p) for p in os.listdir("/proc") if p.isdigit() and server in _cmdline(int(p))]
+    shown = [int(p) for p in os.listdir("/proc") if p.isdigit() and server in _cmdline(int(p))]
+    # a child it is forking shows the server's command line until it writes its own: the server descends from none
+    (zygote,) = [p for p in shown if not set(shown) & set(_ancestors(p))]
     before = set(_descendants(zygote))
     proc = start_judge(["--parent", str(os.getpid()), "--standby", json.dumps(spec)], env, keep_stdin=True)
     assert isinstance(proc, zygote_client.ZygoteProcess), "the judge was not forked"
@@ -227,13 +229,26 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _descendants(pid: int) -> list[int]:
+def _parents() -> dict[int, int]:
     parents = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             pass
+    return parents
+
+
+def _ancestors(pid: int) -> list[int]:
+    parents, found = _parents(), []
+    while parents.get(pid, 0) > 1:
+        pid = parents[pid]
+        found.append(pid)
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    parents = _parents()
     found, todo = [], [pid]
     while todo:
         here = todo.pop()
