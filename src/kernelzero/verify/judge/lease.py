@@ -22,6 +22,8 @@ context) marks the GPU suspect before it lets go; whoever takes the lease next f
 to be free, runs the health probe (verify/judge/probe.py) in a fresh process, and gets `GpuUnhealthy` if it
 fails. GPUs are never reset. The probe's process is started ahead, before the taker passes the turnstile (one taker
 at a time: the `<uuid>.probing` lock), so that only its checks hold the GPU alone, not its start and CUDA context.
+Like the probe made after the lease, its context stands outside the memory ledger: one per GPU at a time, within the
+headroom the ledger's budget leaves (memory.BUDGET_SHARE).
 """
 
 from __future__ import annotations
