@@ -45,6 +45,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("grpo:\n  loss_type: ppo\n", "grpo.loss_type must be one of"),
         ("verifier:\n  via: http\n", "needs verifier.url"),
         ("verifier:\n  standby: -1\n", "standby >= 0"),
+        ("verifier:\n  serves: 0\n", "verifier.serves"),
         ("verifier:\n  per_gpu: 0\n", "per_gpu >= 1"),
         ("verifier:\n  options:\n    profile: strict\n", "CA-GRPO reads 'default'"),
         ("grpo:\n  lora:\n    rank: 8\n", r"lora: unknown key\(s\) \['rank'\]"),

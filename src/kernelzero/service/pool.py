@@ -166,6 +166,7 @@ class LocalPool:
         stats: PoolStats | None = None,
         standby: int | None = None,
         keep: bool = False,
+        serves: int | None = None,
     ):
         self.store = store
         self.keep = keep  # the standby judges outlive each run() until close() (a trainer's pool, step after step)
@@ -181,7 +182,8 @@ class LocalPool:
         self.gpu_slots = GpuSlots(self.gpus, self.per_gpu, self.stats.unhealthy)  # service/slots.py
         self.names: dict[VerifyOptions, str] = {}
         # judges started ahead of requests, per lane (verify/judge/standby.py); default: one per GPU slot
-        self.standby = Standby(self.per_gpu if standby is None and self.gpus else standby or 0)
+        count = self.per_gpu if standby is None and self.gpus else standby or 0
+        self.standby = Standby(count, serves)  # `serves`: requests each serves (None: KZ_STANDBY_SERVES, else 1)
         if self.gpus:  # make the build cache now, before threads start
             self.cache = BuildCache(ensure_readable(Path(build_cache) if build_cache else default_cache_dir()))
 
@@ -323,6 +325,7 @@ def verify_many(
     stats: PoolStats | None = None,
     ray_address: str | None = None,
     standby: int | None = None,
+    serves: int | None = None,
 ) -> Iterator[tuple[VerifyRequest, Verdict]]:
     """Verify every request in completion order; stored verdicts are reused.
 
@@ -334,4 +337,4 @@ def verify_many(
         return verify_many_ray(requests, store=store, address=ray_address, build_jobs=build_jobs)
     if pool != "local":
         raise ValueError(f"unknown pool {pool!r}; choose local or ray")
-    return LocalPool(jobs, store, gpus, per_gpu, build_jobs, build_cache, stats, standby).run(requests)
+    return LocalPool(jobs, store, gpus, per_gpu, build_jobs, build_cache, stats, standby, serves=serves).run(requests)

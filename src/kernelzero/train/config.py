@@ -132,6 +132,7 @@ class VerifierConfig:
     jobs: int = 2  # pool without a GPU: verifications side by side
     per_gpu: int = 4  # pool with GPUs: verifications in flight per GPU
     standby: int | None = None  # pool: judges kept ready per GPU between steps (None: per_gpu; 0: none)
+    serves: int | None = None  # pool: requests each standby judge serves (None: KZ_STANDBY_SERVES, else 1)
     timeout_s: float = 900.0  # http: wait at most this long for one step's verdicts
     store: str | None = None  # verdict store file (identical requests answered once); None: the run's own
     options: dict[str, Any] = field(default_factory=dict)  # VerifyOptions overrides (profile stays "default")
@@ -304,6 +305,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (0.0 <= r.alpha <= 1.0 and r.beta >= 0 and r.cap > 1.0, "reward: alpha in [0, 1], beta >= 0, cap > 1"),
         (v.via != "http" or bool(v.url), "verifier.via http needs verifier.url"),
         (v.per_gpu >= 1 and (v.standby is None or v.standby >= 0), "verifier: per_gpu >= 1, standby >= 0"),
+        (v.serves is None or v.serves >= 1, "verifier.serves: requests a standby judge serves, at least 1"),
         (v.options.get("profile", "default") == "default", "verifier.options.profile: CA-GRPO reads 'default'"),
         (v.options.get("policy", "strict") == "strict", "verifier.options.policy: CA-GRPO reads 'strict'"),
         (m.hidden_size % m.heads == 0 and m.heads % m.kv_heads == 0, "model: heads divide hidden, kv_heads heads"),

@@ -212,12 +212,21 @@ class CoderReward:
         out: list[Verdict | None] = [None] * len(requests)
         if self.keep_pool:
             if self._pool is None:
-                self._pool = LocalPool(v.jobs, self.store, per_gpu=v.per_gpu, standby=v.standby, keep=True)
+                self._pool = LocalPool(
+                    v.jobs, self.store, per_gpu=v.per_gpu, standby=v.standby, keep=True, serves=v.serves
+                )
             results = self._pool.run(requests)
         else:
             pool = "ray" if v.via == "ray" else "local"
             results = verify_many(
-                requests, v.jobs, self.store, per_gpu=v.per_gpu, pool=pool, ray_address=v.ray_address, standby=v.standby
+                requests,
+                v.jobs,
+                self.store,
+                per_gpu=v.per_gpu,
+                pool=pool,
+                ray_address=v.ray_address,
+                standby=v.standby,
+                serves=v.serves,
             )
         for req, verdict in results:
             out[req.tag] = verdict
