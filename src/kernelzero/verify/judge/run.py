@@ -150,8 +150,9 @@ def _let_go(proc: subprocess.Popen, standby: Standby | None, again: bool, key: s
         return
     if standby is not None and not again:
         standby.returned(proc, False)
-    with contextlib.suppress(OSError, AttributeError):
-        proc.stdin.close()
+    for pipe in (proc.stdin, proc.stdout):  # closed now, not when the process object is collected
+        with contextlib.suppress(OSError, AttributeError):
+            pipe.close()
     threading.Thread(target=proc.wait, daemon=True).start()
 
 
