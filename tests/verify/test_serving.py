@@ -258,4 +258,3 @@ def test_a_judge_that_said_it_serves_again_but_ends_without_answering_costs_a_fr
     assert verdict.status == "correct", verdict.message
     assert standby.taken == 1 and standby.again == 1 and gone.wait(10) == 0  # it was taken, and the request judged
     assert not standby.ready[key] and gone.pid not in standby.left  # forgotten, another asked for
-
