@@ -20,7 +20,7 @@ def _case(name: str = "triton_gelu.py"):
     return resize(task, preset="smoke"), (KERNELS / name).read_text()
 
 
-def _wait_started(standby: Standby, count: int, timeout_s: float = 60.0) -> list:
+def _wait_started(standby: Standby, count: int = 1, timeout_s: float = 60.0) -> list:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with standby.lock:
