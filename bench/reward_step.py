@@ -5,6 +5,7 @@ gate opens; wall seconds of each pass, the verifications each made, the statuses
     PYTHONPATH=src python3 bench/reward_step.py --steps 3              # on the GPU host: warm steps after the first
     PYTHONPATH=src python3 bench/reward_step.py --steps 1 --tasks 2    # a CPU check of the script (interpreter)
     ... --per-gpu 12 --standby 16 --option input_sets=0              # lanes, judges kept ready, an option
+    ... --serves 8                                                   # requests each standby judge serves
 
 The completions are the miniature's tasks (configs/tiny-gpu.yaml sizes) answered the way a policy part-way through
 training answers them: per group, from all correct down to none (`MIX`), the rest wrong (the right kernel storing a
@@ -27,6 +28,7 @@ from kernelzero.train.config import load_config
 from kernelzero.train.miniature import answer_text, make_tasks
 from kernelzero.train.reward import CoderReward
 from kernelzero.types import Task
+from kernelzero.verify.judge.serving import KEPT_NOTE
 from kernelzero.verify.options import parse_overrides
 
 # correct answers per group of 8 (a spread like the middle of training: some gates open, some closed); of the rest,
@@ -71,10 +73,10 @@ def completions(minis: list, group: int, step: int) -> tuple[list[str], list[str
     return names, texts
 
 
-def _judges(reward: TimedReward) -> tuple[int, int]:
-    """(standby judges started, taken) so far in the reward's kept pool."""
+def _judges(reward: TimedReward) -> tuple[int, int, int]:
+    """(standby judges started, taken, taken again after serving) so far in the reward's kept pool."""
     pool = reward.kept_pool
-    return (pool.standby.started, pool.standby.taken) if pool is not None else (0, 0)
+    return (pool.standby.started, pool.standby.taken, pool.standby.again) if pool is not None else (0, 0, 0)
 
 
 def one_step(reward: TimedReward, minis: list, group: int, step: int) -> dict:
@@ -105,11 +107,13 @@ def one_step(reward: TimedReward, minis: list, group: int, step: int) -> dict:
         "timed_again": sum(any(n.startswith("a first timing was corrected") for n in v.notes) for v in clocked),
         "standby_taken": _judges(reward)[1] - before[1],  # verifications that found a judge ready (warm or warming)
         "standby_started": _judges(reward)[0] - before[0],
+        "standby_again": _judges(reward)[2] - before[2],  # taken by a judge that had served (verify/judge/serving.py)
+        "kept_reference": sum(KEPT_NOTE in v.notes for v in verdicts),  # served by a kept reference process
         "statuses": dict(sorted(statuses.items())),
     }
 
 
-def with_verifier(cfg, per_gpu: int | None, options: list[str], standby: int | None = None):
+def with_verifier(cfg, per_gpu: int | None, options: list[str], standby: int | None = None, serves: int | None = None):
     """`cfg` with the pool's lanes and standby judges per GPU and verifier options (KEY=VALUE, the value JSON or else a
     string) replaced."""
     extra = parse_overrides(options)
@@ -117,10 +121,13 @@ def with_verifier(cfg, per_gpu: int | None, options: list[str], standby: int | N
         raise ValueError("--per-gpu must be at least 1")
     if standby is not None and standby < 0:
         raise ValueError("--standby must be at least 0")
+    if serves is not None and serves < 1:
+        raise ValueError("--serves must be at least 1")
     verifier = dataclasses.replace(
         cfg.verifier,
         per_gpu=per_gpu or cfg.verifier.per_gpu,
         standby=cfg.verifier.standby if standby is None else standby,
+        serves=cfg.verifier.serves if serves is None else serves,
         options={**cfg.verifier.options, **extra},
     )
     return dataclasses.replace(cfg, verifier=verifier)
@@ -136,6 +143,9 @@ def main() -> None:
     p.add_argument("--per-gpu", type=int, default=None, help="verifications in flight per GPU (default: the config's)")
     p.add_argument("--standby", type=int, default=None, help="judges kept ready per GPU (default: the config's)")
     p.add_argument(
+        "--serves", type=int, default=None, help="requests each standby judge serves (default: the config's)"
+    )
+    p.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="a verifier option (JSON value), repeatable"
     )
     args = p.parse_args()
@@ -143,7 +153,7 @@ def main() -> None:
         p.error("--steps and --tasks must be at least 1, --group at least 2")
     cfg = load_config(args.config)
     try:
-        cfg = with_verifier(cfg, args.per_gpu, args.option, args.standby)
+        cfg = with_verifier(cfg, args.per_gpu, args.option, args.standby, args.serves)
     except ValueError as exc:
         p.error(str(exc))
     t = cfg.tasks
@@ -161,7 +171,13 @@ def main() -> None:
     try:
         for step in range(args.steps):
             row = one_step(reward, minis[step * args.tasks : (step + 1) * args.tasks], args.group, step)
-            row["verifier"] = {"per_gpu": cfg.verifier.per_gpu, "standby": cfg.verifier.standby, **cfg.verifier.options}
+            serves = reward.kept_pool.standby.serves if reward.kept_pool is not None else None
+            row["verifier"] = {
+                "per_gpu": cfg.verifier.per_gpu,
+                "standby": cfg.verifier.standby,
+                "serves": serves,
+                **cfg.verifier.options,
+            }
             print("| " + " | ".join(str(row[k]) for k in [*keys, "statuses"]) + " |", flush=True)
             with (out / "reward_step.jsonl").open("a") as f:
                 f.write(json.dumps(row) + "\n")

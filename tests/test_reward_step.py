@@ -52,3 +52,6 @@ def test_the_pools_lanes_and_verifier_options_can_be_set_per_run():
         rs.with_verifier(cfg, 0, [])
     with pytest.raises(ValueError, match="standby"):
         rs.with_verifier(cfg, None, [], standby=-1)
+    with pytest.raises(ValueError, match="--serves"):
+        rs.with_verifier(cfg, None, [], serves=0)
+    assert rs.with_verifier(cfg, None, [], serves=8).verifier.serves == 8
