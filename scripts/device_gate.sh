@@ -20,6 +20,11 @@ raw="$(mktemp -d)"
 OUT="$raw" bash scripts/gpu_tests.sh
 rc=$?
 cp "$raw/gpu_table.md" "$out/gpu_table.md" 2>/dev/null
+# The failures last, where the device tool's reply (its output's last 12,000 characters) shows them even if the files
+# never get read: each failed or erred row, pytest's short summary, and the head of each failure's record.
+echo "== failed rows"; grep -E "^\| .* \| (failed|error)" "$raw/gpu_table.md" 2>/dev/null | cut -c1-300 | head -n 40
+echo "== pytest summary"; grep -hE "^(FAILED|ERROR) " "$raw"/gpu_tests*.log 2>/dev/null | cut -c1-400 | head -n 40
+echo "== failure records"; grep -E "^(#|E |>)" "$raw/gpu_table_failures.md" 2>/dev/null | cut -c1-300 | head -n 80
 tar czf "$out/gate.tgz" -C "$raw" . && rm -rf "$raw"
 echo "device_gate.sh: commit $commit, exit $rc (0 green, 1 a failure, 2 wheels, 124 cut by the wall), $SECONDS s"
 exit "$rc"
