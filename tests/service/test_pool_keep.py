@@ -55,7 +55,7 @@ def test_the_pool_gives_its_standby_judges_the_requests_each_serves(monkeypatch)
     from kernelzero.verify.judge import turns
 
     monkeypatch.delenv(turns.SERVES_ENV, raising=False)
-    assert LocalPool(jobs=1, standby=0).standby.serves == turns.SERVES  # the default: one request a judge
+    assert LocalPool(jobs=1, standby=0).standby.serves == turns.SERVES  # the default: 8 requests a judge
     assert LocalPool(jobs=1, standby=0, serves=6).standby.serves == 6  # a training config's verifier.serves
     monkeypatch.setenv(turns.SERVES_ENV, "3")
     assert LocalPool(jobs=1, standby=0).standby.serves == 3

@@ -107,7 +107,7 @@ def test_a_serving_judge_ends_after_a_crash_and_another_takes_its_place():
 
 def test_the_number_of_requests_a_judge_serves_comes_from_the_environment(monkeypatch):
     monkeypatch.delenv(turns.SERVES_ENV, raising=False)
-    assert turns.serves() == turns.SERVES == 1  # one request per judge until the serving path is gated
+    assert turns.serves() == turns.SERVES == 8  # eight requests per judge (gated on the H200 at 92a41dc)
     monkeypatch.setenv(turns.SERVES_ENV, "8")
     assert turns.serves() == 8 and Standby(0).serves == 8 and Standby(0, serves=2).serves == 2
     for bad in ("eight", "0", "-1", "1.5"):

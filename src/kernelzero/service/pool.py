@@ -183,7 +183,7 @@ class LocalPool:
         self.names: dict[VerifyOptions, str] = {}
         # judges started ahead of requests, per lane (verify/judge/standby.py); default: one per GPU slot
         count = self.per_gpu if standby is None and self.gpus else standby or 0
-        self.standby = Standby(count, serves)  # `serves`: requests each serves (None: KZ_STANDBY_SERVES, else 1)
+        self.standby = Standby(count, serves)  # `serves`: requests each serves (None: KZ_STANDBY_SERVES, else 8)
         if self.gpus:  # make the build cache now, before threads start
             self.cache = BuildCache(ensure_readable(Path(build_cache) if build_cache else default_cache_dir()))
 

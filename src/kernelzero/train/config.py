@@ -132,7 +132,7 @@ class VerifierConfig:
     jobs: int = 2  # pool without a GPU: verifications side by side
     per_gpu: int = 4  # pool with GPUs: verifications in flight per GPU
     standby: int | None = None  # pool: judges kept ready per GPU between steps (None: per_gpu; 0: none)
-    serves: int | None = None  # pool: requests each standby judge serves (None: KZ_STANDBY_SERVES, else 1)
+    serves: int | None = None  # pool: requests each standby judge serves (None: KZ_STANDBY_SERVES, else 8)
     timeout_s: float = 900.0  # http: wait at most this long for one step's verdicts
     store: str | None = None  # verdict store file (identical requests answered once); None: the run's own
     options: dict[str, Any] = field(default_factory=dict)  # VerifyOptions overrides (profile stays "default")

@@ -82,8 +82,8 @@ def own_standby() -> Standby | None:
     """This process's standby judges when KZ_STANDBY (a count) is set, for `verify()` calls without a `standby` of
     their own: a caller that verifies one sample after another (a test worker, a script, a reward function) then
     pays the judge's and its worker's start, torch imports, CUDA contexts and IPC check while its previous sample
-    runs, not in line (judge/standby.py; the GPU gate sets it). Each serves one request (`KZ_STANDBY_SERVES`: up to
-    that many, judge/serving.py); the first request of a kind starts them cold. They end when the process exits."""
+    runs, not in line (judge/standby.py; the GPU gate sets it). Each serves up to 8 requests in turn (`KZ_STANDBY_SERVES`,
+    judge/serving.py); the first request of a kind starts them cold. They end when the process exits."""
     raw = os.environ.get("KZ_STANDBY", "").strip()
     if not raw:
         return None

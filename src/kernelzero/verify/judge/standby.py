@@ -7,7 +7,7 @@ contexts, warmed Triton and checked CUDA IPC (verify/judge/launch.py, verify/wor
 one over (None when none is ready: the caller starts a judge as usual) and asks for a replacement.
 
 Why it keeps the verifier's guarantees: a standby judge serves at most `serves` requests (`KZ_STANDBY_SERVES`,
-judge/turns.py; default one), each with a fresh sandboxed candidate worker, so no state passes from one candidate
+judge/turns.py; default 8), each with a fresh sandboxed candidate worker, so no state passes from one candidate
 to the next through a worker; it runs the same judge with the same sandbox (a request whose sandbox differs gets a
 fresh worker); the candidate is written only when its request arrives, and nothing of it runs before the guards are
 installed, as in a cold start. A judge that answers `again` (judge/judge_io.py) comes back here (`returned`) and

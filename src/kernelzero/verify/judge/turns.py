@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 
-SERVES = 1  # one request per standby judge until the serving path is gated on the H200 (README, "Verification")
+SERVES = 8  # requests per standby judge; gated on the H200 at 92a41dc (bench/service.md, sixteenth session)
 SERVES_ENV = "KZ_STANDBY_SERVES"
 GO_ON = frozenset(
     {
