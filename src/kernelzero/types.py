@@ -157,7 +157,7 @@ class Verdict:
     task_hash: str  # tasks.hashing.task_hash of the task as verified (sizes included)
     candidate_hash: str  # sha256 (16 hex) of the candidate source as run
     backend: str  # "cuda" or "triton"
-    profile: str  # verifier profile: "default", "strict" or "kernelbench"
+    profile: str  # verifier profile: "default", "strict", "events" or "kernelbench" (types.PROFILES)
     device: str  # "cpu" or the GPU's name
     stage: str  # how far verification got: extract, load, build, init, correctness, timing, done
     message: str = ""  # one-line summary of the failure ("" when correct)
@@ -254,6 +254,13 @@ PROFILES = {
     for p in (
         Profile("default", fp32_tol=1e-2, note="KernelBench's original tolerance and the KernelZero paper's"),
         Profile("strict", fp32_tol=1e-4, note="fp32 outputs within 1e-4"),
+        Profile(
+            "events",
+            fp32_tol=1e-2,
+            host_check=False,
+            note="the default profile timed by each call's event interval alone; work a call leaves past its end "
+            "event is flagged (unconfirmed_speedup), not added; the judge's clock bounds every block as before",
+        ),
         Profile(
             "kernelbench",
             fp32_tol=1e-4,

@@ -448,3 +448,38 @@ def test_a_corrected_timing_is_timed_again_and_the_second_one_kept(monkeypatch):
         assert sides["cand"]["overheads"][0] == pytest.approx(0.2 + hidden)
         (note,) = judge.notes
         assert note.startswith("a first timing was corrected: the judge's clock saw 268.2 us") and "timed again" in note
+
+
+def test_the_events_profile_times_by_event_intervals_and_flags_work_left_past_them():
+    """The `events` profile (issue 26): the default profile's inputs, seeds and tolerances, each call timed by its
+    event interval alone; work a call leaves past its end event makes the speedup unconfirmed instead of being added
+    to the call (the host's wake-up after a call added 4-27 us a call to honest verdicts on the H200, 2026-12-05)."""
+    from types import SimpleNamespace
+
+    from kernelzero.verify import options_for, tolerances
+    from kernelzero.verify.judge.timing_stage import _checked
+    from kernelzero.verify.options import profile_of
+
+    opts, default = options_for("events"), options_for("default")
+    profile = profile_of(opts)
+    assert profile.host_check is False and profile_of(default).host_check is True
+    assert (opts.seed, opts.input_sets, opts.timed_calls, profile.statistic) == (
+        default.seed,
+        default.input_sets,
+        default.timed_calls,
+        "median",
+    )
+    assert tolerances(opts, None, None) == tolerances(default, None, None) == (1e-2, 1e-2)
+    judge = SimpleNamespace(solo_ref=None, verdict=lambda status, stage, message: (status, message))
+
+    def sides(cand_held: float) -> dict:
+        got = _held_sides(ref=(0.275, 0.281), cand=(0.134, cand_held))
+        for side in got.values():
+            side.update(overheads=[0.0], holds=[100.0], capped=[0], launch=[0.0], tail=[0.0])
+        return got
+
+    status, message = _checked(judge, sides(0.30), profile.statistic, profile.host_check)
+    assert status == "unconfirmed_speedup" and "outlived its timed stream" in message
+    timing, eager, speedup, _, check = _checked(judge, sides(0.139), profile.statistic, profile.host_check)
+    assert (timing.median_ms, eager.median_ms) == (0.134, 0.275) and speedup == pytest.approx(0.275 / 0.134)
+    assert check.startswith("confirmed by the judge's clock")
