@@ -25,3 +25,18 @@ def test_without_a_gpu_the_probe_says_so_and_writes_nothing(tmp_path, capsys):
 def test_a_child_that_cannot_time_is_an_error_row():
     got = outlive_probe._one(1, 2, 1024)
     assert set(got) == {"error"} and got["error"], got
+
+
+def test_conditions_are_load_hold_and_path_and_a_bad_one_is_named():
+    assert outlive_probe._conditions("idle:0:main,busy:200:runner") == [
+        ("idle", 0.0, "main"),
+        ("busy", 200.0, "runner"),
+    ]
+    for bad in ("idle:0", "warm:0:main", "idle:0:thread"):
+        with pytest.raises(SystemExit, match=bad):
+            outlive_probe._conditions(bad)
+
+
+def test_the_runner_path_child_without_a_gpu_is_an_error_row_too():
+    got = outlive_probe._one(1, 2, 1024, 200.0, "runner")
+    assert set(got) == {"error"} and got["error"], got

@@ -483,3 +483,92 @@ def test_the_events_profile_times_by_event_intervals_and_flags_work_left_past_th
     timing, eager, speedup, _, check = _checked(judge, sides(0.139), profile.statistic, profile.host_check)
     assert (timing.median_ms, eager.median_ms) == (0.134, 0.275) and speedup == pytest.approx(0.275 / 0.134)
     assert check.startswith("confirmed by the judge's clock")
+
+
+class _PlanningReference(_CountingReference):
+    """A `_CountingReference` that also answers the reference's outputs for the timing's probe set."""
+
+    def expected(self, inputs: list, timeout_s: float) -> list:
+        return [inputs[0] * 2]
+
+
+def _timing_judge():
+    from types import SimpleNamespace
+
+    from kernelzero.verify import options_for
+
+    judge = SimpleNamespace(
+        opts=options_for("default", timed_calls=12, timing_budget_s=0.0),
+        ref=_PlanningReference(),
+        input_seed=7,
+        one_set=None,
+        draws=0,
+        check_seed=1 << 40,
+        device="cuda",
+        stage_s={"ref_forward_ms": 1.0},
+        notes=[],
+        predrawn=[],
+        run_timeout=lambda: 5.0,
+        timed=lambda name, began: None,
+    )
+    return judge
+
+
+def _interleaved_draws(judge, monkeypatch) -> list[list[int]]:
+    """The seeds of every draw `timing_stage.interleaved` makes for `judge` (its blocks answered by stand-ins)."""
+    from kernelzero.verify.judge import timing_stage as ts
+
+    def block(judge, *args):
+        sets, warmup = args[-6], args[-5]  # (..., sets, warmup, host_check, audits, before, hold_us)
+        timed = len(sets) - warmup
+        return [0.1] * timed, [], 0.01, [0.1] * timed, {}
+
+    monkeypatch.setattr(ts, "_reference_block", block)
+    monkeypatch.setattr(ts, "_candidate_block", lambda judge, worker, *args: block(judge, *args))
+    monkeypatch.setattr(ts, "_check_outputs", lambda *args: None)
+    monkeypatch.setattr(ts, "record_split", lambda *args: None)
+    monkeypatch.setattr(ts, "hold_notes", lambda *args: None)
+    before = len(judge.ref.seeds)
+    ts.interleaved(judge, None, host_check=True)
+    return judge.ref.seeds[before:]
+
+
+def test_sets_drawn_before_the_exclusive_window_are_the_ones_the_timing_would_draw_in_it(monkeypatch):
+    """judge/predraw.py (KZ_PREDRAW=1): the timing's probe and every block's sets and audits are drawn before the GPU
+    is held alone, with the seeds they would have had; the timing then draws nothing more; off, nothing changes."""
+    from kernelzero.verify.judge.predraw import ENV, draw_counts, predraw
+
+    monkeypatch.delenv(ENV, raising=False)
+    plain = _timing_judge()
+    assert predraw(plain) == 0 and plain.predrawn == []  # off by default until gated on a GPU
+    seeds_plain = [s for draw in _interleaved_draws(plain, monkeypatch) for s in draw]
+
+    monkeypatch.setenv(ENV, "1")
+    ahead = _timing_judge()
+    drawn = predraw(ahead)
+    assert drawn == len(seeds_plain) == 1 + sum(draw_counts(ahead.opts.warmup_calls, 12, 12))
+    assert _interleaved_draws(ahead, monkeypatch) == []  # nothing drawn inside the window
+    assert [s for draw in ahead.ref.seeds for s in draw] == seeds_plain and ahead.predrawn == []
+    assert ahead.draws == plain.draws
+    assert predraw(ahead) == 0  # once per verification: a timing taken again draws as before
+
+    cpu = _timing_judge()
+    cpu.device = "cpu"
+    assert predraw(cpu) == 0 and cpu.ref.seeds == []
+    monkeypatch.setenv(ENV, "yes")
+    with pytest.raises(ValueError, match=ENV):
+        predraw(_timing_judge())
+
+
+def test_sets_too_large_to_draw_ahead_are_drawn_in_the_window_with_the_same_seeds(monkeypatch):
+    from kernelzero.verify.judge import predraw as pd
+
+    monkeypatch.setenv(pd.ENV, "1")
+    monkeypatch.setattr(pd, "PREDRAW_BYTES", 1)  # nothing beyond the probe fits
+    judge = _timing_judge()
+    assert pd.predraw(judge) == 1  # the probe alone
+    inside = _interleaved_draws(judge, monkeypatch)
+    plain = _timing_judge()
+    monkeypatch.delenv(pd.ENV)
+    expected = [s for draw in _interleaved_draws(plain, monkeypatch) for s in draw]
+    assert [s for draw in judge.ref.seeds for s in draw] == expected and len(inside) > 0

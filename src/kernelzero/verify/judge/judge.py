@@ -26,6 +26,7 @@ from kernelzero.verify.judge.correctness import correctness
 from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
 from kernelzero.verify.judge.lease import GpuUnhealthy, exclusive_gpu, gpu_lease, mark_suspect, probe_log, probe_note
 from kernelzero.verify.judge.memory import judge_memory_lease
+from kernelzero.verify.judge.predraw import predraw
 from kernelzero.verify.judge.reference import Reference
 from kernelzero.verify.judge.solo import take_solo_reference
 from kernelzero.verify.judge.task_source import TaskBroken
@@ -57,6 +58,7 @@ class Judge:
         self.solo_ref = None  # the reference's Timing alone, before candidate code ran (judge/solo.py)
         self.draws = 0  # input sets drawn for timing so far: each timed call gets seeds of its own
         self.one_set = None  # the kernelbench profile's one input set, drawn once (timing_stage._draw)
+        self.predrawn: list = []  # input sets drawn before the exclusive window (judge/predraw.py, KZ_PREDRAW)
         self.check_seed = secrets.randbits(62)  # the recurring-input check's fresh sets (timing_stage.py)
         self.stage_s: dict[str, float] = {}
         self.notes: list[str] = []
@@ -333,6 +335,8 @@ class Judge:
             status, message, per = policy_result(self, "correct", "")
             return self.verdict(status, "done", message, timing_note=note, policy_status=per)
         prime_inputs(self)  # drawn under the shared lease: the GPU is never held alone while inputs are made
+        if predraw(self):  # the same for the default profile's fresh sets, with KZ_PREDRAW=1 (judge/predraw.py)
+            self.stage_s["predrawn"] = float(len(self.predrawn))
         self.stage_s["gpu_shared"] = round(time.perf_counter() - self.lease_held_at, 4)  # then it lets go to time
         groups = priority.groups_of(worker.proc.pid, self.ref.worker.proc.pid)
         with exclusive_gpu() as waited, priority.first(groups) as first:  # the serial window: CPU first (priority.py)

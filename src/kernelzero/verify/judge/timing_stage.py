@@ -119,6 +119,10 @@ def _draw(judge: Judge, count: int, fresh: bool = False) -> list[list]:
         prime_inputs(judge)
         base = [x.clone() if isinstance(x, torch.Tensor) else x for x in judge.one_set]
         return [base] * count
+    ahead = getattr(judge, "predrawn", None)
+    if ahead and not fresh:  # drawn before the exclusive window, with the seeds they would have now (predraw.py)
+        taken, judge.predrawn = ahead[:count], ahead[count:]
+        return taken + (_draw(judge, count - len(taken)) if len(taken) < count else [])
     first, judge.draws = judge.draws, judge.draws + count
     if judge.opts.input_sets == 1:  # the recurring-input check: fresh sets from a secret seed, drawn on the GPU
         seeds = [judge.check_seed + first + k for k in range(count)]

@@ -1,0 +1,74 @@
+"""Input sets drawn before the GPU is held alone (issue 26 item 3): opt-in with `KZ_PREDRAW=1` until gated on a GPU.
+
+Why. A timed verification holds the GPU alone (`lease.exclusive_gpu`) and the pool's verifications take that window
+one at a time, so every second inside it is paid by all of them. On the H200 at 92a41dc (bench/service.md, sixteenth
+session) the window lasted a median 0.58 s per timed sample, 0.15 s of it drawing each block's fresh input sets in
+the reference's process (`blocks_draw`): about a quarter of the serial window, spent on work that needs no GPU alone.
+
+What. `predraw(judge)` runs under the shared lease, just before the window: it draws the first timing's probe set and,
+where all of the timing's sets fit `PREDRAW_BYTES` (small tasks, where the draw is most of a block's cost), every set
+its blocks and audits will ask for, in the order they ask (`draw_counts`, the plan of `timing_stage.interleaved`).
+They go to `judge.predrawn`; `timing_stage._draw` hands them out first, then draws as before. Each set keeps the seed
+it would have had (consecutive draws take consecutive seeds), so a verdict's inputs are the same with or without it;
+a plan that differs only costs draws inside the window again. The kernelbench profile's one set is drawn before the
+window already (`prime_inputs`); CPU verifications are not timed.
+
+Boundaries. The sets are the judge's, drawn from its secret seed in the reference's process as before; the candidate
+sees a set only when its block is sent, as before. Nothing is drawn that the timing would not have drawn.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING
+
+from kernelzero.verify.judge.timing_stage import (
+    AUDITS_PER_BLOCK,
+    BLOCK_BYTES,
+    MIN_BLOCKS,
+    _bytes_of,
+    _draw,
+    plan_calls,
+)
+
+if TYPE_CHECKING:
+    from kernelzero.verify.judge.judge import Judge
+
+ENV = "KZ_PREDRAW"
+PREDRAW_BYTES = BLOCK_BYTES // 2  # the input bytes drawn ahead at most (a block's outputs and copies need the rest)
+
+
+def enabled() -> bool:
+    """Whether input sets are drawn before the exclusive window (`KZ_PREDRAW`: 1 on, 0 or unset off)."""
+    raw = os.environ.get(ENV, "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{ENV} must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
+def draw_counts(warmup_calls: int, calls: int, per_block: int) -> list[int]:
+    """The sizes of the draws one interleaved timing makes after its probe, in order: per block its sets (warm-ups and
+    timed calls) then its audits (`timing_stage.interleaved`)."""
+    per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
+    counts, done, block = [], 0, 0
+    while done < calls:
+        m = min(per_block, calls - done)
+        counts += [(warmup_calls if block == 0 else 1) + m, min(AUDITS_PER_BLOCK, m)]
+        done, block = done + m, block + 1
+    return counts
+
+
+def predraw(judge: Judge) -> int:
+    """Draw the first timing's input sets into `judge.predrawn` (see the module docstring); the number drawn (0 when
+    off, on the CPU, under a one-set profile, or before a timing that already drew)."""
+    if not enabled() or judge.device != "cuda" or judge.opts.input_sets != 0 or judge.draws:
+        return 0
+    probe = _draw(judge, 1)[0]
+    expected = judge.ref.expected(probe, judge.run_timeout())
+    set_bytes = _bytes_of(probe)
+    calls, per_block = plan_calls(judge, set_bytes, _bytes_of(expected))
+    total = sum(draw_counts(judge.opts.warmup_calls, calls, per_block))
+    ahead = _draw(judge, total) if (total + 1) * set_bytes <= PREDRAW_BYTES else []
+    judge.predrawn = [probe, *ahead]
+    return len(judge.predrawn)
