@@ -6,8 +6,9 @@ session) the window lasted a median 0.58 s per timed sample, 0.15 s of it drawin
 the reference's process (`blocks_draw`): about a quarter of the serial window, spent on work that needs no GPU alone.
 
 What. `predraw(judge)` runs under the shared lease, just before the window: it draws the first timing's probe set and,
-where all of the timing's sets fit `PREDRAW_BYTES` (small tasks, where the draw is most of a block's cost), every set
-its blocks and audits will ask for, in the order they ask (`draw_counts`, the plan of `timing_stage.interleaved`).
+where every set of the timing, counted as `plan_calls` counts a block's (its inputs and outputs, each twice), fits
+`PREDRAW_BYTES` (small tasks, where the draw is most of a block's cost; the GPU then never holds more of them than one
+block did before), every set its blocks and audits will ask for, in the order they ask (`draw_counts`, the plan of `timing_stage.interleaved`).
 They go to `judge.predrawn`; `timing_stage._draw` hands them out first, then draws as before. Each set keeps the seed
 it would have had (consecutive draws take consecutive seeds), so a verdict's inputs are the same with or without it;
 a plan that differs only costs draws inside the window again. The kernelbench profile's one set is drawn before the
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from kernelzero.verify.judge.judge import Judge
 
 ENV = "KZ_PREDRAW"
-PREDRAW_BYTES = BLOCK_BYTES // 2  # the input bytes drawn ahead at most (a block's outputs and copies need the rest)
+PREDRAW_BYTES = BLOCK_BYTES  # all sets of a timing drawn ahead only where they fit what one block may hold
 
 
 def enabled() -> bool:
@@ -66,9 +67,9 @@ def predraw(judge: Judge) -> int:
         return 0
     probe = _draw(judge, 1)[0]
     expected = judge.ref.expected(probe, judge.run_timeout())
-    set_bytes = _bytes_of(probe)
-    calls, per_block = plan_calls(judge, set_bytes, _bytes_of(expected))
+    set_bytes, out_bytes = _bytes_of(probe), _bytes_of(expected)
+    calls, per_block = plan_calls(judge, set_bytes, out_bytes)
     total = sum(draw_counts(judge.opts.warmup_calls, calls, per_block))
-    ahead = _draw(judge, total) if (total + 1) * set_bytes <= PREDRAW_BYTES else []
+    ahead = _draw(judge, total) if (total + 1) * 2 * (set_bytes + out_bytes) <= PREDRAW_BYTES else []
     judge.predrawn = [probe, *ahead]
     return len(judge.predrawn)
