@@ -335,8 +335,8 @@ class Judge:
             status, message, per = policy_result(self, "correct", "")
             return self.verdict(status, "done", message, timing_note=note, policy_status=per)
         prime_inputs(self)  # drawn under the shared lease: the GPU is never held alone while inputs are made
-        if predraw(self):  # the same for the default profile's fresh sets, with KZ_PREDRAW=1 (judge/predraw.py)
-            self.stage_s["predrawn"] = float(len(self.predrawn))
+        if drawn := predraw(self):  # the same for the default profile's fresh sets, with KZ_PREDRAW=1 (predraw.py)
+            self.stage_s["predrawn"] = float(drawn)
         self.stage_s["gpu_shared"] = round(time.perf_counter() - self.lease_held_at, 4)  # then it lets go to time
         groups = priority.groups_of(worker.proc.pid, self.ref.worker.proc.pid)
         with exclusive_gpu() as waited, priority.first(groups) as first:  # the serial window: CPU first (priority.py)

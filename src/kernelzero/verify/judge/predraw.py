@@ -8,7 +8,7 @@ the reference's process (`blocks_draw`): about a quarter of the serial window, s
 What. `predraw(judge)` runs under the shared lease, just before the window: it draws the first timing's probe set and,
 where every set of the timing, counted as `plan_calls` counts a block's (its inputs and outputs, each twice), fits
 `PREDRAW_BYTES` (small tasks, where the draw is most of a block's cost; the GPU then never holds more of them than one
-block did before), every set its blocks and audits will ask for, in the order they ask (`draw_counts`, the plan of `timing_stage.interleaved`).
+block did before), every set its blocks and audits will ask for, in the order they ask (`draw_counts`, from `timing_stage.block_plan`, the plan `interleaved` follows).
 They go to `judge.predrawn`; `timing_stage._draw` hands them out first, then draws as before. Each set keeps the seed
 it would have had (consecutive draws take consecutive seeds), so a verdict's inputs are the same with or without it;
 a plan that differs only costs draws inside the window again. The kernelbench profile's one set is drawn before the
@@ -20,18 +20,10 @@ sees a set only when its block is sent, as before. Nothing is drawn that the tim
 
 from __future__ import annotations
 
-import math
 import os
 from typing import TYPE_CHECKING
 
-from kernelzero.verify.judge.timing_stage import (
-    AUDITS_PER_BLOCK,
-    BLOCK_BYTES,
-    MIN_BLOCKS,
-    _bytes_of,
-    _draw,
-    plan_calls,
-)
+from kernelzero.verify.judge.timing_stage import BLOCK_BYTES, _bytes_of, _draw, block_plan, plan_calls
 
 if TYPE_CHECKING:
     from kernelzero.verify.judge.judge import Judge
@@ -50,14 +42,8 @@ def enabled() -> bool:
 
 def draw_counts(warmup_calls: int, calls: int, per_block: int) -> list[int]:
     """The sizes of the draws one interleaved timing makes after its probe, in order: per block its sets (warm-ups and
-    timed calls) then its audits (`timing_stage.interleaved`)."""
-    per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
-    counts, done, block = [], 0, 0
-    while done < calls:
-        m = min(per_block, calls - done)
-        counts += [(warmup_calls if block == 0 else 1) + m, min(AUDITS_PER_BLOCK, m)]
-        done, block = done + m, block + 1
-    return counts
+    timed calls) then its audits (`timing_stage.block_plan`, the plan `interleaved` follows)."""
+    return [n for m, warmup, audits in block_plan(warmup_calls, calls, per_block) for n in (warmup + m, audits)]
 
 
 def predraw(judge: Judge) -> int:

@@ -109,6 +109,15 @@ def plan_calls(judge: Judge, set_bytes: int, out_bytes: int) -> tuple[int, int]:
     return min(calls, max(judge.opts.timed_calls, per_block * MAX_BLOCKS)), per_block
 
 
+def block_plan(warmup_calls: int, calls: int, per_block: int) -> list[tuple[int, int, int]]:
+    """(timed calls, warm-up calls, audit calls) per block of one interleaved timing of `calls` timed calls, in order:
+    at least MIN_BLOCKS blocks where the calls allow, the profile's warm-ups before the first block, one before each
+    other (judge/predraw.py draws their sets ahead from the same plan)."""
+    per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
+    sizes = [min(per_block, calls - done) for done in range(0, calls, per_block)]
+    return [(m, warmup_calls if k == 0 else 1, min(AUDITS_PER_BLOCK, m)) for k, m in enumerate(sizes)]
+
+
 def _draw(judge: Judge, count: int, fresh: bool = False) -> list[list]:
     """`count` input sets, fresh per call: each from a seed no earlier draw used (one reused set in the
     kernelbench profile, as KernelBench times one input set: drawn once per verification, on the CPU as KernelBench
@@ -209,18 +218,15 @@ def interleaved(
     expected = judge.ref.expected(probe, judge.run_timeout())
     planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
     calls = calls or planned
-    per_block = min(per_block, max(1, math.ceil(calls / MIN_BLOCKS)))
     sides = {
         side: {k: [] for k in ("times", "overheads", "held", "holds", "events", "launch", "tail", "capped")}
         for side in ("ref", "cand")
     }
-    done, block, hold_us = 0, 0, HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
-    while done < calls:
-        m = min(per_block, calls - done)
-        warmup = judge.opts.warmup_calls if block == 0 else 1
+    hold_us = HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
+    for block, (m, warmup, n_audits) in enumerate(block_plan(judge.opts.warmup_calls, calls, per_block)):
         began = time.perf_counter()  # where a block's time goes (blocks_draw/_ref/_cand/_check: bench/verify.md)
         sets = _draw(judge, warmup + m, fresh)
-        audits = _draw(judge, min(AUDITS_PER_BLOCK, m), fresh)
+        audits = _draw(judge, n_audits, fresh)
         judge.timed("blocks_draw", began)
         before = _audit_positions(warmup, m, len(audits))
         order = ("ref", "cand") if block % 4 in (0, 3) else ("cand", "ref")
@@ -252,7 +258,6 @@ def interleaved(
             sides[side]["tail"].append(float(extra.get("launch_p90_ms") or 0.0))
             hold_notes(judge, side, extra)
         hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
-        done, block = done + m, block + 1
     record_split(judge, sides, hold_us)
     sides["cand"]["bytes"] = (_bytes_of(probe), _bytes_of(expected))
     return same_hold(sides)
