@@ -28,6 +28,7 @@ Run on one H200 (one device call: at most 10 minutes; `.gpu` carried, holding ke
     PYTHONPATH=src python3 bench/timing_panel.py .gpu/kernelbench.jsonl --out $OUT/timing_panel.md --budget-s 540
     ... --cases relu_tiny,gemm_relu_div_cuda      a subset (ids of CASES)
     ... --loaded-repeats 0                          no loaded pool (all the budget to the unloaded runs)
+    ... --profile events --parallel 3               another profile; three fresh runs of a case at once
     PYTHONPATH=src python3 bench/timing_panel.py ../shared/data/kernelbench.jsonl --dry-run    on a CPU: the plan
 """
 
@@ -48,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import preflight  # noqa: E402 (bench/preflight.py: what this call needs, checked first)
 
 from kernelzero.tasks import load_suite, resize, select, size_globals  # noqa: E402
+from kernelzero.types import PROFILES  # noqa: E402
 
 HERE = ROOT / "bench" / "candidates" / "kernelbench"
 SEED = 1234  # init inputs, both models' parameters (reset before each) and, plus one, the inputs
@@ -239,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", default="", help="comma-separated case ids (default: all, in order)")
     p.add_argument("--repeats", type=int, default=5, help="fresh verifications per case")
     p.add_argument(
+        "--parallel", type=int, default=1, help="fresh verifications of a case at a time (each timed alone on the GPU)"
+    )
+    p.add_argument(
         "--loaded-repeats", type=int, default=2, help="verifications a case inside the loaded pool (0: none)"
     )
     p.add_argument("--pool-per-gpu", type=int, default=6, help="the loaded pool's verifications in flight on the GPU")
@@ -246,12 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--profile",
         default="default",
-        choices=("default", "strict", "kernelbench"),
+        choices=sorted(PROFILES),
         help="the verifier's profile for kernelzero's runs (kernelbench: KernelBench's protocol, mean of 100 calls)",
     )
     p.add_argument("--dry-run", action="store_true", help="CPU: load and check every case, print the plan, run nothing")
     args = p.parse_args(argv)
     start = time.monotonic()
+    if args.parallel < 1 or args.repeats < 1:
+        print("timing_panel: --parallel and --repeats must be at least 1", flush=True)
+        return 2
     try:
         cases = pick(args.cases)
     except ValueError as exc:

@@ -2,8 +2,10 @@
 
 Two phases in one call, both inside --budget-s:
 1. unloaded, case by case: the CUDA candidate's extensions built once into the shared build cache (what the pool's
-   build stage does), do_bench on both models in this process, then --repeats fresh verifications one after the
-   other; the case's row is appended to --out at once (its loaded cells say "pending").
+   build stage does), do_bench on both models in this process, then --repeats fresh verifications, --parallel of
+   them at a time (default 1: one after the other; more overlap their builds, loads and correctness checks while
+   each one's timing still holds the GPU alone); the case's row is appended to --out at once (its loaded cells say
+   "pending").
 2. loaded: every case of phase 1 verified --loaded-repeats more times through one `LocalPool` of --pool-per-gpu
    lanes on the GPU; a lane with no measured verification left verifies the load cases (LOAD_CASES) until the
    last measured one is done, so the pool stays full to the end. The table is then written again whole, with the
@@ -211,19 +213,29 @@ def unloaded_case(case: tp.Case, task, args, clock: Clock, log, reserve_s: float
     )
     notes = [] if match else ["do_bench: outputs differ from the reference's (atol=rtol=1e-2)"]
     source, runs = (tp.HERE / case.candidate).read_text(), []
-    for i in range(args.repeats):
-        if not clock.fits(1.2, reserve_s):
-            break
+
+    def one(i: int) -> None:
         start = time.monotonic()
         v = verify(task, source, case.backend, options_for(args.profile, device="cuda"))
-        clock.seconds.append(time.monotonic() - start)
-        runs.append(log(run_record(case, "kz", v, clock.seconds[-1])))
-        r = runs[-1]
+        seconds = time.monotonic() - start
+        clock.seconds.append(seconds / max(1, args.parallel))  # the budget's cost of one run, at this concurrency
+        r = log(run_record(case, "kz", v, seconds))
+        runs.append(r)
         print(
             f"  {case.id} run {i + 1}/{args.repeats}: {v.status} speedup {v.speedup_eager} cand {r['cand_ms']} ms "
             f"ref {r['ref_ms']} ms ({r['seconds']:.0f} s) {v.message[:120]}",
             flush=True,
         )
+
+    done = 0
+    while done < args.repeats and clock.fits(1.2, reserve_s):  # --parallel fresh verifications at a time
+        batch = range(done, min(args.repeats, done + max(1, args.parallel)))
+        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in batch]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        done = batch.stop
     return Row(case, task, (cand_ms, ref_ms), runs, notes)
 
 
@@ -325,7 +337,8 @@ def measure(args, cases: list[tp.Case], tasks: dict, start: float) -> int:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = (
         f"Timing fidelity panel, {stamp}, commit {_commit()}, {torch.cuda.get_device_name()}, torch "
-        f"{torch.__version__}, Triton {triton.__version__}; profile {args.profile}, {args.repeats} fresh runs a case, {args.loaded_repeats} "
+        f"{torch.__version__}, Triton {triton.__version__}; profile {args.profile}, {args.repeats} fresh runs a case "
+        f"({args.parallel} at a time), {args.loaded_repeats} "
         f"in a pool of {args.pool_per_gpu} lanes, budget {args.budget_s:g} s\n\n{tp.HEADER}\n"
     )
     jsonl = args.out.with_suffix(".jsonl") if args.out else None

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -160,7 +161,13 @@ class _FakePool:
 
 
 def _measure(
-    tmp_path: Path, monkeypatch, budget_s: float, cases: str, do_bench=lambda case, task, workdir: (1.0, 2.0, True)
+    tmp_path: Path,
+    monkeypatch,
+    budget_s: float,
+    cases: str,
+    do_bench=lambda case, task, workdir: (1.0, 2.0, True),
+    parallel: int = 1,
+    verify=lambda task, source, backend, opts: _fake_verdict(2.0),
 ) -> tuple[str, list[dict], str]:
     """measure() with the GPU's parts faked: do_bench reads 1.0 / 2.0 ms, each fresh verification 2.0x."""
     pytest.importorskip("triton")
@@ -176,7 +183,7 @@ def _measure(
     _tiny_dataset(data)
     monkeypatch.setattr(tpg, "do_bench_case", do_bench)
     monkeypatch.setattr(tpg, "prebuild_cuda", lambda case: None)
-    monkeypatch.setattr(kv, "verify", lambda task, source, backend, opts: _fake_verdict(2.0))
+    monkeypatch.setattr(kv, "verify", verify)
     monkeypatch.setattr(pool, "LocalPool", _FakePool)
     monkeypatch.setattr(hook, "install_cache_hook", lambda *a: None)
     monkeypatch.setattr(bc, "ensure_readable", lambda p: p)
@@ -191,6 +198,7 @@ def _measure(
         pool_per_gpu=3,
         loaded_s=1.0,
         profile="default",
+        parallel=parallel,
     )
     chosen = tp.pick(cases)
     tasks, problems = tp.plan(str(data), chosen)
@@ -211,6 +219,24 @@ def test_measure_writes_rows_then_the_loaded_column(tmp_path: Path, monkeypatch)
     assert cells[12] == "1.920, 1.920" and cells[13] == "-4.0%" and cells[14] == "yes"  # 1 ms: within 5%
     assert [r["phase"] for r in records].count("kz") == 6 and [r["phase"] for r in records].count("loaded") == 4
     assert "level1/25_Swish" in calls and "level1/36_RMSNorm_" in calls
+
+
+def test_parallel_runs_overlap_and_each_case_still_gets_its_repeats(tmp_path: Path, monkeypatch):
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def verify(task, source, backend, opts):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)
+        with lock:
+            now[0] -= 1
+        return _fake_verdict(2.0)
+
+    _FakePool.made = []
+    text, records, _ = _measure(tmp_path, monkeypatch, 200.0, "swish,gelu", parallel=2, verify=verify)
+    assert "3 fresh runs a case (2 at a time)" in text and most[0] == 2  # never more than --parallel at once
+    assert [r["case"] for r in records if r["phase"] == "kz"].count("gelu") == 3
 
 
 def test_measure_skips_what_the_budget_cannot_hold(tmp_path: Path, monkeypatch):
