@@ -212,11 +212,15 @@ def unloaded_case(case: tp.Case, task, args, clock: Clock, log, reserve_s: float
         f"  {case.id}: do_bench cand {cand_ms:.4f} ms ref {ref_ms:.4f} ms, speedup {ref_ms / cand_ms:.3f}", flush=True
     )
     notes = [] if match else ["do_bench: outputs differ from the reference's (atol=rtol=1e-2)"]
-    source, runs = (tp.HERE / case.candidate).read_text(), []
+    source, runs, raised = (tp.HERE / case.candidate).read_text(), [], []
 
     def one(i: int) -> None:
         start = time.monotonic()
-        v = verify(task, source, case.backend, options_for(args.profile, device="cuda"))
+        try:
+            v = verify(task, source, case.backend, options_for(args.profile, device="cuda"))
+        except Exception as exc:  # raised again below, in the case's own thread: the case's row says it failed
+            raised.append(exc)
+            return
         seconds = time.monotonic() - start
         clock.seconds.append(seconds / max(1, args.parallel))  # the budget's cost of one run, at this concurrency
         r = log(run_record(case, "kz", v, seconds))
@@ -235,6 +239,8 @@ def unloaded_case(case: tp.Case, task, args, clock: Clock, log, reserve_s: float
             t.start()
         for t in threads:
             t.join()
+        if raised:
+            raise raised[0]
         done = batch.stop
     return Row(case, task, (cand_ms, ref_ms), runs, notes)
 

@@ -239,6 +239,18 @@ def test_parallel_runs_overlap_and_each_case_still_gets_its_repeats(tmp_path: Pa
     assert [r["case"] for r in records if r["phase"] == "kz"].count("gelu") == 3
 
 
+def test_a_verification_that_raises_in_a_parallel_run_fails_its_case_row(tmp_path: Path, monkeypatch):
+    def verify(task, source, backend, opts):
+        if task.name == "level1/25_Swish":
+            raise RuntimeError("sandbox unavailable")
+        return _fake_verdict(2.0)
+
+    _FakePool.made = []
+    text, records, _ = _measure(tmp_path, monkeypatch, 200.0, "swish,gelu", parallel=3, verify=verify)
+    assert "| swish | triton | level1/25_Swish | failed: RuntimeError: sandbox unavailable |" in text
+    assert {r["case"] for r in records} == {"gelu"}
+
+
 def test_measure_skips_what_the_budget_cannot_hold(tmp_path: Path, monkeypatch):
     _FakePool.made = []
     text, records, _ = _measure(tmp_path, monkeypatch, 0.0, "swish,gelu")
