@@ -19,6 +19,10 @@ from kernelzero.verify.judge.floor import (
     LONG_ENOUGH,
     apply_floor,
     floor_calls,
+    long_enough,
+    lower_floor,
+    raises,
+    robust_trip,
 )
 from kernelzero.verify.worker.seal import CAPTURE_BATCH
 
@@ -74,6 +78,29 @@ def test_a_time_reported_under_the_floor_is_raised_to_it_and_noise_within_the_to
     assert extra == 0.0
     extra, _ = apply_floor([0.1] * 5, "median", _floor(0.1 * (1 + FLOOR_TOLERANCE * 2), 500, 0.3))
     assert extra == pytest.approx(0.1 * FLOOR_TOLERANCE * 2)
+
+
+def test_one_slow_round_trip_does_not_refuse_the_floor_and_the_references_trip_decides():
+    # the H100 gate at 3fc765e (2026-12-05): 146 calls of the reference's 0.38 ms against trips the host's load
+    # stretched; one trip of 6 ms among five of about 1 ms is the load's, not the judge's round trip
+    trips = [0.9, 1.1, 6.0, 1.0, 1.2]
+    assert robust_trip(trips) == pytest.approx(1.1)
+    assert long_enough(146, 0.3825, robust_trip(trips))
+    assert not long_enough(146, 0.3825, max(trips))  # what the largest of the trips decided
+    assert robust_trip([]) == 0.0
+
+
+def test_a_floor_that_would_raise_is_kept_only_as_low_as_a_second_batch_on_fresh_sets_saw():
+    times = [0.1] * 5
+    noisy, calm, cheat = _floor(0.2, 500, 0.3), _floor(0.1, 500, 0.3), _floor(0.4, 500, 0.3)
+    assert raises(times, "median", noisy) and not raises(times, "median", calm) and not raises(times, "median", None)
+    kept = lower_floor(noisy, calm)  # the host's load lengthened one batch: the other confirms
+    assert kept["cand_ms"] == 0.1 and kept["tries"] == 2 and not raises(times, "median", kept)
+    kept = lower_floor(cheat, noisy)  # time hidden from the candidate's events shows in every batch
+    assert kept["cand_ms"] == 0.2 and raises(times, "median", kept)
+    assert lower_floor(noisy, None) == {**noisy, "tries": 1}  # a second batch that failed leaves the first
+    assert lower_floor(None, None) is None
+    assert lower_floor(kept, calm)["tries"] == 3
 
 
 DEPTHS = (torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack)

@@ -448,6 +448,13 @@ def test_a_corrected_timing_is_timed_again_and_the_second_one_kept(monkeypatch):
         assert sides["cand"]["overheads"][0] == pytest.approx(0.2 + hidden)
         (note,) = judge.notes
         assert note.startswith("a first timing was corrected: the judge's clock saw 268.2 us") and "timed again" in note
+    # corrected in both timings: the lesser of the two excesses is charged (the first's 0.3 ms here, the second's 1 ms
+    # when the first saw more), never nothing
+    for charged, extra in ((0.3, 0.3), (5.0, 1.0)):
+        judge = SimpleNamespace(notes=[], stage_s={}, solo_ref=None, timed=lambda stage, start: None)
+        _, checked = ts.clock_again(judge, None, False, "median", first, charged)
+        assert checked[3][0] == pytest.approx(0.01 + extra, rel=0.01) and checked[4].startswith("corrected")
+        assert ("the lesser of two timings' excess" in checked[4]) == (charged < 1.0)
 
 
 def test_the_events_profile_times_by_event_intervals_and_flags_work_left_past_them():

@@ -20,9 +20,9 @@ Only correct candidates reach this stage, and only while their judge holds the G
   the reference's on the same block by at most the robust noise of the reference's own overhead (`clock_noise`; a floor
   of `OVERHEAD_FLOOR_MS` + 2% of a call), over blocks where no call hit the GPU hold's cap when two such remain.
   Beyond that, the candidate is timed once more (`clock_again`) and that timing is kept, confirmed or corrected by
-  its own excess; `timing_check` says which, and a note gives the first timing's correction.
+  the lesser of the two timings' excesses; `timing_check` says which, a note gives the first timing's correction.
 - **Confidence.** The speedup: the ratio of the profile's statistic (median; kernelbench: mean), with a 95% bootstrap
-  interval (`Verdict.speedup_ci`). Calls under `LAUNCH_BOUND_MS` are flagged: launch-bound, not resolvable.
+  interval (`speedup_ci`); calls under `LAUNCH_BOUND_MS` are flagged launch-bound, not resolvable.
 - **Recurring inputs.** KernelBench's protocol (the kernelbench profile) times every call on one input set, so a
   result kept by the input's content (or its address) replays at no cost; the same applies in a C++ static or on
   the device, where no inspection sees it. A candidate faster than the reference there is timed again, both sides
@@ -36,9 +36,8 @@ Only correct candidates reach this stage, and only while their judge holds the G
   host-bounded time (a device-wide synchronise ends it); a candidate faster than the reference whose gap between
   the two exceeds the reference's gap is `unconfirmed_speedup` (`escaped_work`): a kernel left running on an unjoined
   stream is credited with its launch alone by the events.
-- **Baseline sabotage.** The reference is also timed alone, before any candidate code runs (`solo_reference`,
-  cached per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise gives `tampered`
-  (the candidate left work on the GPU that slows the reference).
+- **Baseline sabotage.** The reference is also timed alone, before any candidate code runs (`solo_reference`, cached
+  per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise is `tampered`.
 """
 
 from __future__ import annotations
@@ -80,14 +79,11 @@ if TYPE_CHECKING:
     from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
 MAX_CALLS = 200  # timed calls per side at most
-# Blocks per side at least: the clock check takes the median of the blocks' paired overhead excess, and with two a
-# single slow block (the first one's warm-up stall) was half of it: one run in six of honest small kernels was
-# "corrected" by 15-525 us a call on the H200 (2026-12-04).
+# Blocks per side at least: the clock check takes the median of the blocks' paired overhead excess; with two, one slow
+# block was half of it (H200, 2026-12-04: one honest small kernel's run in six "corrected" by 15-525 us a call)
 MIN_BLOCKS = 4
 # Blocks per side at most, once the profile's timed calls are in: each block costs its draws, round trips and output
-# checks, so a 0.02 ms kernel on 32 MiB sets (2 calls a block) planned 200 calls in 100 blocks while holding the GPU
-# alone. In the H200 gate (2026-12-02) a candidate's exclusive timing took a median 2.7 s at 0.05 s a side; how much
-# of that is per-block cost is not yet measured.
+# checks (a 0.02 ms kernel on 32 MiB sets, 2 calls a block, planned 100 blocks while holding the GPU alone)
 MAX_BLOCKS = 16
 BLOCK_BYTES = 256 << 20  # input and output bytes one block may hold on the GPU at once (judge side)
 AUDITS_PER_BLOCK = 2  # untimed calls with the op recorder per candidate block, at positions drawn per block
@@ -121,9 +117,8 @@ def block_plan(warmup_calls: int, calls: int, per_block: int) -> list[tuple[int,
 def _draw(judge: Judge, count: int, fresh: bool = False) -> list[list]:
     """`count` input sets, fresh per call: each from a seed no earlier draw used (one reused set in the
     kernelbench profile, as KernelBench times one input set: drawn once per verification, on the CPU as KernelBench
-    does, and each call of this gets its own copy of it, so nothing a call wrote into its inputs reaches the next
-    block. Drawing it again per block cost a 512 MiB CPU draw and transfer per call while the GPU was held alone:
-    one verification held the H200 idle for over two minutes, 2026-12-02)."""
+    does, each call of this getting its own copy, so nothing a call wrote into its inputs reaches the next block;
+    drawn per block it held the H200 idle for over two minutes in one verification, 2026-12-02)."""
     if judge.opts.input_sets == 1 and not fresh:
         prime_inputs(judge)
         base = [x.clone() if isinstance(x, torch.Tensor) else x for x in judge.one_set]
@@ -277,7 +272,8 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     if isinstance(checked, Verdict):
         return checked
     if checked[4].startswith("corrected") and not judge.opts.confirming:
-        again = clock_again(judge, worker, host_check, profile.statistic, checked[4])
+        charged = (checked[3] or [math.inf])[0] - (sides["cand"]["times"] or [0.0])[0]
+        again = clock_again(judge, worker, host_check, profile.statistic, checked[4], charged)
         if isinstance(again, Verdict):
             return again
         sides, checked = again
@@ -291,7 +287,8 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
             if isinstance(checked, Verdict):
                 return checked
     compiled = _compiled_reference(judge, host_check) if judge.opts.compile_baseline else None
-    floor = floor_step(judge, worker, first, _draw, _check_outputs, BLOCK_BYTES) if judge.device == "cuda" else None
+    on_gpu = judge.device == "cuda"
+    floor = floor_step(judge, worker, first, _draw, _check_outputs, BLOCK_BYTES, profile.statistic) if on_gpu else None
     if apply_floor(sides["cand"]["times"], profile.statistic, floor) is not None:
         checked = _checked(judge, sides, profile.statistic, host_check, floor)
         if isinstance(checked, Verdict):
@@ -320,17 +317,20 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     )
 
 
-def clock_again(judge: Judge, worker: WorkerProcess, host_check: bool, statistic: str, said: str) -> Verdict | tuple:
-    """A timing the judge's clock corrected (`said`), timed once more: (its sides, its `_checked` numbers), or the
-    verdict that timing reached. The second timing is kept, confirmed or corrected on its own, so a speedup always
-    comes from a timing the clock confirmed or from corrected times. Time a candidate hides from its own events shows
-    in every timing; host load that stretched an honest candidate's blocks often does not (the H200 gate at d8f36e9,
-    2026-12-04: an honest Triton GEMM corrected by 518 us a call in one run was confirmed in its other run)."""
+def clock_again(
+    judge: Judge, worker: WorkerProcess, host_check: bool, statistic: str, said: str, charged: float = math.inf
+) -> Verdict | tuple:
+    """A timing the judge's clock corrected (`said`, by `charged` ms a call), timed once more: (its sides, its
+    `_checked` numbers), or the verdict that timing reached. The second timing is kept, confirmed or corrected by at
+    most `charged`. Time a candidate hides from its events shows in every timing; host load that stretched an honest
+    one's blocks often does not (H200 gate at d8f36e9, 2026-12-04: an honest GEMM corrected by 518 us a call in one
+    run was confirmed in its other), and where it stretched both (H100 panel at 3fc765e, 2026-12-05: 248-471 us a
+    call beside two other verifications) the lesser excess is the nearer to the candidate's own time."""
     start = time.perf_counter()
     sides = interleaved(judge, worker, host_check)
     if isinstance(sides, Verdict):
         return sides
-    checked = _checked(judge, sides, statistic, host_check)
+    checked = _checked(judge, sides, statistic, host_check, cap=charged)
     judge.timed("clock_again", start)
     if isinstance(checked, Verdict):
         return checked
@@ -338,10 +338,15 @@ def clock_again(judge: Judge, worker: WorkerProcess, host_check: bool, statistic
     return sides, checked
 
 
-def _checked(judge: Judge, sides: dict, statistic: str, host_check: bool, floor=None) -> Verdict | tuple:
-    """One interleaved timing's numbers after the judge's floor (or its clock check), sabotage and escaped-work
-    checks: (timing, eager, speedup, the candidate's corrected times, the words), or the verdict a check reached."""
+def _checked(
+    judge: Judge, sides: dict, statistic: str, host_check: bool, floor=None, cap: float = math.inf
+) -> Verdict | tuple:
+    """One timing's numbers after the judge's floor (or its clock check, correcting by `cap` ms a call at most),
+    sabotage and escaped-work checks: (timing, eager, speedup, corrected times, the words), or a check's verdict."""
     extra, check = apply_floor(sides["cand"]["times"], statistic, floor) or check_clock(sides)
+    if floor is None and extra > cap:
+        check = f"{check}; charged {cap * 1e3:.1f} us, the lesser of two timings' excess"
+        extra = cap
     cand_times = [t + extra for t in sides["cand"]["times"]]
     timing, eager = summarise(cand_times), summarise(sides["ref"]["times"])
     slowed = sabotage(judge.solo_ref, eager)
