@@ -58,6 +58,7 @@ def test_clean_candidate_has_no_violation():
         ("def f(fr):\n    return fr.f_back.f_locals\n", "introspection"),
         ("x = object.__subclasses__()\n", "introspection"),
         ("import os\nos._exit(0)\n", "introspection"),
+        ("import torch\nfut = torch.jit._fork(torch.relu, x)\n", "introspection"),
         ("import os\nos.write(3, b'x')\n", "process-control"),
         ("import torch\ntorch.cuda.Event.elapsed_time = lambda s, e: 0.001\n", "monkeypatch"),
         ("import time\ntime.perf_counter = lambda: 0\n", "monkeypatch"),
@@ -87,6 +88,8 @@ def test_violations_carry_line_numbers():
         ("void f() { cudaStream_t s; cudaStreamCreate(&s); }", "stream"),
         ("#define MK(a, b) a##b\nvoid f() { cudaStream_t s; MK(cudaStream, Create)(&s); }", "stream"),
         ("#define SPAWN std::thread\nvoid f() { SPAWN t([]{}); }", "thread"),
+        ("void f() { at::launch([]{}); }", "thread"),  # torch's inter-op pool: a thread all the same
+        ("void f(cudaStream_t s) { cudaLaunchHostFunc(s, g, nullptr); }", "thread"),
         ('void f() { system("ls"); }', "OS"),
         ("void f() { exit(0); }", "exits"),
     ],

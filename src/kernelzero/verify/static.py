@@ -69,6 +69,7 @@ FORBIDDEN_ATTRS = {
     "_exit": "exits the process early",
     "system": None,
     "fork": "starts processes",
+    "_fork": "runs work on torch's inter-op threads, outside the timed call",
     "kill": "signals processes",
     "write": None,
     "settrace": "traces the harness",
@@ -80,7 +81,13 @@ PATCHABLE_ROOTS = {"torch", "time", "triton", "tl", "F", "nn", "os", "sys", "mat
 OS_FORBIDDEN = {"_exit", "system", "fork", "kill", "write", "execv", "execve", "popen", "spawnv", "dup2", "setsid"}
 TORCH_COMPUTE_HINT = re.compile(r"^(torch|F|nn\.functional|torch\.nn\.functional)\.")
 CPP_RULES = [
-    (re.compile(r"\bstd\s*::\s*(thread|async|jthread)\b|\bpthread_create\b"), "starts a native thread"),
+    (
+        re.compile(
+            r"\bstd\s*::\s*(thread|async|jthread)\b|\bpthread_create\b|\bat\s*::\s*(launch|intraop_launch)\b"
+            r"|\bThreadPool\b|\bcudaLaunchHostFunc\b|\bcudaStreamAddCallback\b"
+        ),
+        "starts a native thread",
+    ),
     (
         re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcudaStreamPerThread\b|\bcudaStreamLegacy\b"),
         "uses its own CUDA stream",

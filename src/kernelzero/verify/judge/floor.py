@@ -23,7 +23,8 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
   copies (worker/floor.py), so calls cannot share work across the batch (one call computing several calls' outputs)
   or overlap (a call's work left on a stream joined at the end): the floor is the time of calls done one after
   another, as timed calls are. The batch's staged blank (the same copies alone, no candidate code) is replayed
-  `ROUND_TRIPS` times before it on each side, and the lower of the two sides' medians is taken off the batch's: its
+  `ROUND_TRIPS` times after it on each side (before it, the staged sets would wait in the candidate's process for as
+  many round trips outside the judge's clock: a hidden background thread could compute ahead there), and the lower of the two sides' medians is taken off the batch's: its
   copies and round trip (both graphs were replayed once untimed when staged, so neither timed replay pays a first
   launch's upload). The lower, because a candidate that slows its own blank replays would lower its floor by as much;
   the reference's blank holds the same copies (its outputs match the candidate's in number and shape).
@@ -141,15 +142,19 @@ def _timed_round(worker: WorkerProcess, command: dict, timeout_s: float, what: s
 
 def _batch(worker: WorkerProcess, sets: list, timeout_s: float, what: str):
     """(ms of the batch's replay, output tensors, why there is none, ms of the median blank replay) of one side's floor
-    batch on `sets`: staged, its blank replayed ROUND_TRIPS times, the batch replayed once, its output copies fetched."""
+    batch on `sets`: staged, the batch replayed once at once, then its blank ROUND_TRIPS times (after it: the sets
+    wait in the candidate's process for one round trip only before the judge's clock starts), its copies fetched."""
     worker.send({"cmd": "time_stage", "sets": sets, "floor": True})
     reply, _ = worker.receive(timeout_s, what)
-    blanks = []
-    while reply.get("ok") and not reply.get("unavailable") and len(blanks) < ROUND_TRIPS:
-        reply, seconds = _timed_round(worker, {"cmd": "time_run", "blank": True}, timeout_s, what)
-        blanks.append(seconds)
     if reply.get("ok") and not reply.get("unavailable"):
         reply, seconds = _timed_round(worker, {"cmd": "time_run"}, timeout_s, what)
+    blanks = []
+    while reply.get("ok") and not reply.get("unavailable") and len(blanks) < ROUND_TRIPS:
+        done, blank = _timed_round(worker, {"cmd": "time_run", "blank": True}, timeout_s, what)
+        if not done.get("ok"):
+            reply = done
+            break
+        blanks.append(blank)
     if not reply.get("ok"):
         return 0.0, [], str(reply.get("message") or "the floor batch failed"), 0.0
     if reply.get("unavailable"):

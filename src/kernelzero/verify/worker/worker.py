@@ -307,11 +307,12 @@ class Worker:
         staged, self.staged = self.staged, None
         if staged and staged[0].get("floor"):
             batch, why = staged[1]
-            if req.get("blank") and batch is not None:  # the copies alone; the batch stays staged
-                self.staged = staged
+            if batch is None:
+                return send_msg(self.out, {"ok": True, "floor_calls": 0, "unavailable": why})
+            self.staged = staged  # staged until the next stage: its blank is replayed after it (judge/floor.py)
+            if req.get("blank"):  # the copies alone
                 return send_msg(self.out, floor.run(batch, blank=True))
-            reply = floor.run(batch) if batch is not None else {"ok": True, "floor_calls": 0, "unavailable": why}
-            self.outputs = floor.outputs(batch) if batch is not None else []
+            reply, self.outputs = floor.run(batch), floor.outputs(batch)
             return send_msg(self.out, reply)
         reply, self.outputs = (
             self._timed(*staged) if staged else (self.error_reply(RuntimeError("nothing staged"), "timing"), [])
