@@ -28,6 +28,8 @@ def test_reported_times_below_the_judges_clock_are_corrected():
     extra, check = check_clock(sides([0.20, 0.21, 0.19, 0.20], [1.2, 1.21, 1.19, 1.2], cand_ms=0.02))
     assert extra == pytest.approx(1.0, abs=0.01)
     assert check.startswith("corrected")
+    # the words say whether every block showed the excess or a few did (the blocks' quartiles)
+    assert "blocks' excess 1000..1000 us (quartiles of 4)" in check, check
 
 
 def test_noise_of_the_reference_widens_the_margin_not_the_candidates():

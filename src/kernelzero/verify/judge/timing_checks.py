@@ -75,11 +75,15 @@ def check_clock(sides: dict) -> tuple[float, str]:
     noise = clock_noise(ref_o)
     per_call = float(np.median(sides["cand"]["times"])) if sides["cand"]["times"] else 0.0
     allowed = 3 * noise + OVERHEAD_FLOOR_MS + 0.02 * per_call
+    low, high = (float(np.percentile(cand_o - ref_o, q)) * 1e3 if len(ref_o) else 0.0 for q in (25, 75))
+    spread = f"blocks' excess {low:.0f}..{high:.0f} us (quartiles of {len(ref_o)})"  # one slow block, or every block
     if excess <= allowed:
-        return 0.0, f"confirmed by the judge's clock (excess overhead {excess * 1e3:.1f} us <= {allowed * 1e3:.1f} us)"
+        return 0.0, (
+            f"confirmed by the judge's clock (excess overhead {excess * 1e3:.1f} us <= {allowed * 1e3:.1f} us; {spread})"
+        )
     return excess, (
         f"corrected: the judge's clock saw {excess * 1e3:.1f} us per call more than the candidate reported "
-        f"(allowed {allowed * 1e3:.1f} us); its times include that excess"
+        f"(allowed {allowed * 1e3:.1f} us; {spread}); its times include that excess"
     )
 
 

@@ -334,7 +334,7 @@ def clock_again(
     judge.timed("clock_again", start)
     if isinstance(checked, Verdict):
         return checked
-    judge.notes.append(f"a first timing was {said.split(' (allowed')[0]}; timed again: {checked[4]}")
+    judge.notes.append(f"a first timing was {said.split('; its times')[0]}; timed again: {checked[4]}")
     return sides, checked
 
 
