@@ -320,8 +320,11 @@ class Worker:
         send_msg(self.out, reply)
 
     def time_fetch(self, req: dict[str, Any]) -> None:
-        """The last block's outputs (timed calls', then audits')."""
+        """The last block's outputs (timed calls', then audits'); a floor batch is let go with them (its graph and
+        placeholders hold up to a block's bytes)."""
         tensors, self.outputs = self.outputs, []
+        if self.staged and self.staged[0].get("floor"):
+            self.staged = None
         send_msg(self.out, {"ok": True, "n_tensors": len(tensors)}, tensors)
 
     def _timed(self, req: dict[str, Any], sets: list[list]) -> tuple[dict[str, Any], list]:
