@@ -24,10 +24,11 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
   or overlap (a call's work left on a stream joined at the end): the floor is the time of calls done one after
   another, as timed calls are. The batch's staged blank (the same copies alone, no candidate code) is replayed
   `ROUND_TRIPS` times after it on each side (before it, the staged sets would wait in the candidate's process for as
-  many round trips outside the judge's clock: a hidden background thread could compute ahead there), and the lower of the two sides' medians is taken off the batch's: its
-  copies and round trip (both graphs were replayed once untimed when staged, so neither timed replay pays a first
-  launch's upload). The lower, because a candidate that slows its own blank replays would lower its floor by as much;
-  the reference's blank holds the same copies (its outputs match the candidate's in number and shape).
+  many round trips outside the judge's clock: a hidden background thread could compute ahead there), and the lower
+  of the two sides' medians is taken off the batch's: its copies and round trip (both graphs were replayed once
+  untimed when staged, so neither timed replay pays a first launch's upload). The lower, because a candidate that
+  slows its own blank replays would lower its floor by as much; the reference's blank holds the same copies (its
+  outputs match the candidate's in number and shape).
 - **Use** (`apply_floor`): where the batch's GPU time is at least `LONG_ENOUGH` times the round trip, the floor
   replaces the clock check (judge/timing_checks.py `check_clock`, whose block overheads carry the host's noise): the
   candidate's statistic is raised to the floor when the floor exceeds it by more than `FLOOR_TOLERANCE`; otherwise
@@ -45,9 +46,9 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
   calls only loses its floor): the clock check decides, and a note says why. The floor only ever adds to a verdict.
 
 Records: `take_floor` returns None (no floor; a note says why) or `{"cand_ms", "ref_ms", "calls", "round_trip_ms",
-"blank_ms", "batch_ms", "tries"}` (`round_trip_ms`: the reference's robust trip; `blank_ms`: the blank taken off, the lower
-side's median; `tries`: floor batches taken); `apply_floor` returns (ms added to each candidate call, the words for
-`Verdict.timing_check`), or None where the clock check decides.
+"blank_ms", "batch_ms", "tries"}` (`round_trip_ms`: the reference's robust trip; `blank_ms`: the blank taken off,
+the lower side's median; `tries`: floor batches taken); `apply_floor` returns (ms added to each candidate call, the
+words for `Verdict.timing_check`), or None where the clock check decides.
 """
 
 from __future__ import annotations
