@@ -78,9 +78,8 @@ def check_clock(sides: dict) -> tuple[float, str]:
     low, high = (float(np.percentile(cand_o - ref_o, q)) * 1e3 if len(ref_o) else 0.0 for q in (25, 75))
     spread = f"blocks' excess {low:.0f}..{high:.0f} us (quartiles of {len(ref_o)})"  # one slow block, or every block
     if excess <= allowed:
-        return 0.0, (
-            f"confirmed by the judge's clock (excess overhead {excess * 1e3:.1f} us <= {allowed * 1e3:.1f} us; {spread})"
-        )
+        said = f"excess overhead {excess * 1e3:.1f} us <= {allowed * 1e3:.1f} us; {spread}"
+        return 0.0, f"confirmed by the judge's clock ({said})"
     return excess, (
         f"corrected: the judge's clock saw {excess * 1e3:.1f} us per call more than the candidate reported "
         f"(allowed {allowed * 1e3:.1f} us; {spread}); its times include that excess"
