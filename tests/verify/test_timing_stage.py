@@ -3,6 +3,8 @@ speedup's confidence interval, and the baseline-sabotage check. The GPU runs are
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 import pytest
 import torch
@@ -581,3 +583,36 @@ def test_sets_too_large_to_draw_ahead_are_drawn_in_the_window_with_the_same_seed
     monkeypatch.delenv(pd.ENV)
     expected = [s for draw in _interleaved_draws(plain, monkeypatch) for s in draw]
     assert [s for draw in judge.ref.seeds for s in draw] == expected and len(inside) > 0
+
+
+def test_under_the_mean_blocks_where_the_reference_stalled_leave_both_sides():
+    """`steady_times` (the kernelbench profile's mean): a block in which the reference's calls hit the GPU hold's cap
+    (host time over 2 ms carried into a call) leaves both sides' statistic; the candidate's own claimed stalls choose
+    nothing; the median keeps every call (the H100 gate at c5c95cc: an honest 27 us GELU read 17x)."""
+    from types import SimpleNamespace
+
+    from kernelzero.verify.judge.timing_checks import steady_times
+    from kernelzero.verify.judge.timing_stage import _checked
+
+    def timing(ref_stalls: list[int], cand_stalls: list[int]) -> dict:
+        ref = [0.027] * 5 + [2.5, 2.4, 0.027, 2.6, 0.027] + [0.027] * 10  # block 2: the reference stalled
+        return {
+            "ref": {"times": ref, "sizes": [5, 5, 5, 5], "stalls": ref_stalls, "overheads": [0.1] * 4},
+            "cand": {"times": [0.027] * 20, "sizes": [5, 5, 5, 5], "stalls": cand_stalls, "overheads": [0.1] * 4},
+        }
+
+    sides = timing([0, 2, 0, 0], [0, 0, 0, 0])
+    ref, cand = steady_times(sides, "mean")
+    assert len(ref) == len(cand) == 15 and max(ref) == 0.027
+    assert steady_times(sides, "median") == (sides["ref"]["times"], sides["cand"]["times"])
+    judge = SimpleNamespace(notes=[], stage_s={}, solo_ref=None, fields={})
+    speedup = _checked(judge, sides, "mean", True)[2]
+    assert speedup == pytest.approx(1.0)  # every call kept, it read 6.7x
+    assert statistics.fmean(sides["ref"]["times"]) / 0.027 > 6
+    # the candidate's claimed stalls remove nothing; nor do the reference's when they are in most blocks
+    for ref_stalls, cand_stalls in (([0, 0, 0, 0], [1, 0, 1, 0]), ([1, 2, 1, 0], [0, 0, 0, 0])):
+        assert len(steady_times(timing(ref_stalls, cand_stalls), "mean")[0]) == 20
+    # blocks that do not add up to the times (an older record): every call kept
+    broken = timing([0, 2, 0, 0], [0, 0, 0, 0])
+    broken["ref"]["sizes"] = [5, 5, 10]
+    assert len(steady_times(broken, "mean")[0]) == 20

@@ -69,6 +69,7 @@ from kernelzero.verify.judge.timing_checks import (
     replay_suspected,
     sabotage,
     same_hold,
+    steady_times,
     well_formed_reply,
 )
 from kernelzero.verify.options import profile_of
@@ -152,10 +153,8 @@ def _candidate_block(
     hold_us: float = 0.0,
 ):  # fmt: skip
     """(per-call ms, outputs per call, judge's seconds, host-bounded ms, the reply's hold numbers) of one candidate
-    block, or a rejecting Verdict.
-
-    `audits`: input sets for untimed calls with the op recorder, made before the timed calls at `before`
-    (their outputs follow the timed calls' outputs). `hold_us`: the GPU hold's least length (worker/hold.py)."""
+    block, or a rejecting Verdict. `audits`: input sets for untimed calls with the op recorder, made before the timed
+    calls at `before` (their outputs follow the timed calls'). `hold_us`: the GPU hold's least length (worker/hold.py)."""
     timed = len(sets) - warmup
     command = {"sets": sets + audits, "warmup": warmup, "host_check": host_check, "audit": before, "hold_us": hold_us}
     timeout = judge.run_timeout() * 4 + 10 * len(sets)
@@ -169,11 +168,8 @@ def _candidate_block(
     if not well_formed_reply(reply):
         return judge.verdict("tampered", "timing", "the timing reply's per-call numbers were removed or malformed")
     if reply.get("calls_without_kernel"):
-        message = (
-            f"{reply['calls_without_kernel']} timed call(s) launched none of the candidate's kernels "
-            "(a cached or replayed result)"
-        )
-        return judge.verdict("no_kernel", "timing", message)
+        n, why = reply["calls_without_kernel"], "launched none of the candidate's kernels (a cached or replayed result)"
+        return judge.verdict("no_kernel", "timing", f"{n} timed call(s) {why}")
     if reply.get("torch_ops"):  # seen in an audit call: the strict policy decides (anticheat.policy_result)
         judge.fields["torch_ops"] = tuple(sorted(set(judge.fields.get("torch_ops", ())) | set(reply["torch_ops"])))
     n = reply["n_out"]
@@ -214,7 +210,7 @@ def interleaved(
     planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
     calls = calls or planned
     sides = {
-        side: {k: [] for k in ("times", "overheads", "held", "holds", "events", "launch", "tail", "capped")}
+        side: {k: [] for k in ("times", "overheads", "held", "holds", "events", "launch", "tail", "capped", "sizes")}
         for side in ("ref", "cand")
     }
     hold_us = HOLD_STEPS_US[1]  # longer than most launch paths: most tasks never change it
@@ -249,12 +245,14 @@ def interleaved(
             sides[side]["overheads"].append(block_overhead(seconds * 1e3, times, untimed))
             sides[side]["holds"].append(hold_us)
             sides[side]["capped"].append(int(extra.get("capped") or 0))  # blocks with stalled calls (`check_clock`)
+            sides[side]["sizes"].append(len(times))
             sides[side]["launch"].append(float(extra.get("launch_ms") or 0.0))
             sides[side]["tail"].append(float(extra.get("launch_p90_ms") or 0.0))
             hold_notes(judge, side, extra)
         hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
     record_split(judge, sides, hold_us)
     sides["cand"]["bytes"] = (_bytes_of(probe), _bytes_of(expected))
+    sides["ref"]["stalls"] = list(sides["ref"]["capped"])  # every block's (`steady_times`): same_hold keeps the last
     return same_hold(sides)
 
 
@@ -347,8 +345,9 @@ def _checked(
     if floor is None and extra > cap:
         check = f"{check}; charged {cap * 1e3:.1f} us, the lesser of two timings' excess"
         extra = cap
-    cand_times = [t + extra for t in sides["cand"]["times"]]
-    timing, eager = summarise(cand_times), summarise(sides["ref"]["times"])
+    ref_times, cand_times = steady_times(sides, statistic)
+    cand_times = [t + extra for t in cand_times]
+    timing, eager = summarise(cand_times), summarise(ref_times)
     slowed = sabotage(judge.solo_ref, eager)
     if slowed:
         return judge.verdict("tampered", "timing", slowed)
