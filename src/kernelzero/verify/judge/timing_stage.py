@@ -270,8 +270,7 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     if isinstance(checked, Verdict):
         return checked
     if checked[4].startswith("corrected") and not judge.opts.confirming:
-        charged = (checked[3] or [math.inf])[0] - (sides["cand"]["times"] or [0.0])[0]
-        again = clock_again(judge, worker, host_check, profile.statistic, checked[4], charged)
+        again = clock_again(judge, worker, host_check, profile.statistic, checked[4], check_clock(sides)[0])
         if isinstance(again, Verdict):
             return again
         sides, checked = again
@@ -309,7 +308,9 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
         ref_compile=compiled,
         speedup_eager=speedup,
         speedup_compile=getattr(compiled, stat) / getattr(timing, stat) if compiled and speedup else None,
-        speedup_ci=bootstrap_ci(sides["ref"]["times"], cand_times, profile.statistic) if speedup else None,
+        speedup_ci=bootstrap_ci(steady_times(sides, profile.statistic)[0], cand_times, profile.statistic)
+        if speedup
+        else None,
         timing_check=check,
         policy_status=per,
     )
