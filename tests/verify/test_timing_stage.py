@@ -616,3 +616,20 @@ def test_under_the_mean_blocks_where_the_reference_stalled_leave_both_sides():
     broken = timing([0, 2, 0, 0], [0, 0, 0, 0])
     broken["ref"]["sizes"] = [5, 5, 10]
     assert len(steady_times(broken, "mean")[0]) == 20
+
+
+def test_the_blocks_stage_times_are_recorded_per_side_and_paired():
+    """`record_split`: each side's median stage (sets taken to the device, outside the run's clock) and the
+    candidate's paired excess over the reference's, for the record (a stage delayed on purpose would show there)."""
+    from types import SimpleNamespace
+
+    from kernelzero.verify.judge.timing_checks import record_split
+
+    judge = SimpleNamespace(stage_s={})
+    sides = {"ref": {"stage": [0.2, 0.3, 0.25]}, "cand": {"stage": [0.3, 5.3, 0.45]}}
+    record_split(judge, sides, 200.0)
+    assert judge.stage_s["block_stage_ms_ref"] == 0.25 and judge.stage_s["block_stage_ms_cand"] == 0.45
+    assert judge.stage_s["block_stage_excess_ms"] == pytest.approx(0.2)
+    judge = SimpleNamespace(stage_s={})
+    record_split(judge, {"ref": {"stage": [0.2]}, "cand": {}}, 200.0)  # unpaired: nothing recorded
+    assert "block_stage_excess_ms" not in judge.stage_s and judge.stage_s["call_hold_us"] == 200.0

@@ -33,9 +33,13 @@ def staged_time(worker, command: dict, timeout_s: float, what: str) -> tuple[dic
     """A timing block in three round trips (worker/worker.py `time_stage`, `time_run`, `time_fetch`): (the run's
     reply, the outputs, seconds of the run alone in the judge's clock). The inputs' transfer before the run and the
     outputs' after it stay out of the judge's clock for the block, whose noise they were (a block of one large call
-    varied by hundreds of microseconds, H200, 2026-12-04). A failed stage or run is returned as its reply."""
+    varied by hundreds of microseconds, H200, 2026-12-04). A failed stage or run is returned as its reply. The stage's
+    own time in the judge's clock is left on `worker.stage_ms`, for the record (docs/threat_model_coverage.md A18: the
+    staged sets wait in the worker's process outside the run's clock)."""
+    began = time.perf_counter()
     worker.send({**command, "cmd": "time_stage"})
     staged, _ = worker.receive(timeout_s, what)
+    worker.stage_ms = (time.perf_counter() - began) * 1e3
     if not staged.get("ok"):
         return staged, [], 0.0
     start = time.perf_counter()
@@ -175,7 +179,10 @@ class Reference:
             raise TaskBroken(f"the task itself is broken ({what}): its timing reply's numbers are malformed")
         self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_checks.py)
         keys = ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms")
-        self.last = {k: reply.get(k) for k in keys} | {"run_s": seconds}
+        self.last = {k: reply.get(k) for k in keys} | {
+            "run_s": seconds,
+            "stage_ms": getattr(self.worker, "stage_ms", 0.0),
+        }
         n = reply["n_out"]
         outs = [[t.to(self.device) for t in tensors[k * n : (k + 1) * n]] for k in range(len(sets) - warmup)]
         return list(reply["times_ms"]), outs

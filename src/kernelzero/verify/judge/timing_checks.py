@@ -286,7 +286,10 @@ def record_split(judge, sides: dict, hold_us: float) -> None:
     over the timed calls, as the worker reported them): `call_event_ms_<side>` the event interval,
     `call_outlive_ms_<side>` the host-measured rest (`held_ms` minus it), `call_launch_ms_<side>` the host's launch
     path (median over blocks), `call_launch_p90_ms_<side>` its 90th percentile in a block (median over blocks: a
-    path longer than the hold shows in the block's overhead), and `call_hold_us` the GPU hold's last least length."""
+    path longer than the hold shows in the block's overhead), `call_hold_us` the GPU hold's last least length, and
+    `block_stage_ms_<side>` the median of a block's stage (its sets taken to the device) in the judge's clock, with
+    `block_stage_excess_ms` the candidate's over the reference's, paired by block (median): what a stage delayed on
+    purpose would show (docs/threat_model_coverage.md A18), recorded, not yet judged."""
     for side, got in sides.items():
         events, held = got.get("events") or [], got.get("held") or []
         if not events or len(events) != len(held):
@@ -296,3 +299,8 @@ def record_split(judge, sides: dict, hold_us: float) -> None:
         judge.stage_s[f"call_launch_ms_{side}"] = round(statistics.median(got.get("launch") or [0.0]), 6)
         judge.stage_s[f"call_launch_p90_ms_{side}"] = round(statistics.median(got.get("tail") or [0.0]), 6)
     judge.stage_s["call_hold_us"] = float(hold_us)
+    stages = [[float(x) for x in sides[side].get("stage") or []] for side in ("ref", "cand")]
+    if stages[0] and len(stages[0]) == len(stages[1]):
+        for side, got in zip(("ref", "cand"), stages, strict=True):
+            judge.stage_s[f"block_stage_ms_{side}"] = round(statistics.median(got), 6)
+        judge.stage_s["block_stage_excess_ms"] = round(statistics.median(c - r for r, c in zip(*stages)), 6)

@@ -80,9 +80,7 @@ if TYPE_CHECKING:
     from kernelzero.verify.sandbox.worker_process import WorkerProcess
 
 MAX_CALLS = 200  # timed calls per side at most
-# Blocks per side at least: the clock check takes the median of the blocks' paired overhead excess; with two, one slow
-# block was half of it (H200, 2026-12-04: one honest small kernel's run in six "corrected" by 15-525 us a call)
-MIN_BLOCKS = 4
+MIN_BLOCKS = 4  # blocks per side at least: with two, one slow block was half the clock check's median (H200, 12-04)
 # Blocks per side at most, once the profile's timed calls are in: each block costs its draws, round trips and output
 # checks (a 0.02 ms kernel on 32 MiB sets, 2 calls a block, planned 100 blocks while holding the GPU alone)
 MAX_BLOCKS = 16
@@ -175,6 +173,7 @@ def _candidate_block(
     n = reply["n_out"]
     outs = [judge.on_device(tensors[k * n : (k + 1) * n]) for k in range(timed + len(before))]
     extra = {k: reply.get(k) for k in ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms")}
+    extra["stage_ms"] = getattr(worker, "stage_ms", 0.0)  # the stage's time in the judge's clock (staged_time)
     return list(reply["times_ms"]), outs, seconds, list(reply.get("held_ms", [])), extra
 
 
@@ -246,6 +245,7 @@ def interleaved(
             sides[side]["holds"].append(hold_us)
             sides[side]["capped"].append(int(extra.get("capped") or 0))  # blocks with stalled calls (`check_clock`)
             sides[side]["sizes"].append(len(times))
+            sides[side].setdefault("stage", []).append(float(extra.get("stage_ms") or 0.0))  # record_split
             sides[side]["launch"].append(float(extra.get("launch_ms") or 0.0))
             sides[side]["tail"].append(float(extra.get("launch_p90_ms") or 0.0))
             hold_notes(judge, side, extra)
