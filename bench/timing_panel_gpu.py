@@ -175,9 +175,9 @@ def run_record(case: tp.Case, phase: str, verdict, seconds: float) -> dict:
         "split": {
             k: v
             for k, v in (getattr(verdict, "stage_seconds", None) or {}).items()
-            if k.startswith(("call_", "floor_"))
+            if k.startswith(("call_", "floor_", "block_stage"))
         },
-        "timing_check": verdict.timing_check[:120],
+        "timing_check": verdict.timing_check[:300],
         "notes": _notes([str(n) for n in (getattr(verdict, "notes", None) or ())]),
         "message": verdict.message[:300],
         "seconds": round(seconds, 1),
