@@ -53,8 +53,9 @@ its calls ran within 3% under their time behind the GPU hold from about 30 us up
 
 Records: `take_floor` returns None (no floor; a note says why) or `{"cand_ms", "ref_ms", "calls", "round_trip_ms",
 "blank_ms", "batch_ms", "tries"}` (`round_trip_ms`: the reference's robust trip; `blank_ms`: the blank taken off,
-the lower side's median; `tries`: floor batches taken; `floor_step` adds `ref_reported_ms`, the reference's statistic); `apply_floor` returns (ms added to each candidate call, the
-words for `Verdict.timing_check`), or None where the clock check decides.
+the lower side's median; `tries`: floor batches taken; `floor_step` adds `ref_reported_ms`, the reference's
+statistic); `apply_floor` returns (ms added to each candidate call, the words for `Verdict.timing_check`), or None
+where the clock check decides.
 """
 
 from __future__ import annotations
@@ -178,12 +179,10 @@ def _no_floor(judge: Judge, why: str) -> None:
     judge.notes.append(f"no floor from the judge's clock ({why[:240]})")
 
 
-def take_floor(
-    judge: Judge, worker: WorkerProcess, sets: list, trips: tuple[float, float], check: Callable
-) -> dict | None:
-    """Both sides' floor batches on `sets` (the reference's first: its outputs are the expected ones; `trips`: each
-    side's round trip, ms), the candidate's outputs checked by `check(expected, got, sets)` (a Verdict when one is
-    wrong); see Records."""
+def take_floor(judge: Judge, worker: WorkerProcess, sets: list, ref_trip: float, check: Callable) -> dict | None:
+    """Both sides' floor batches on `sets` (the reference's first: its outputs are the expected ones; `ref_trip`: the
+    reference's round trip, ms), the candidate's outputs checked by `check(expected, got, sets)` (a Verdict when one
+    is wrong); see Records."""
     # a batch is FLOOR_MS of GPU time at the reported rates (REF_BATCH_MS for the reference), its capture a forward's
     # Python per call: the forward's own limit covers either (a replay that does not end is the side's timeout)
     timeout = judge.run_timeout() + 30
@@ -211,7 +210,7 @@ def take_floor(
         "cand_ms": cand_ms,
         "ref_ms": ref_ms,
         "calls": len(sets),
-        "round_trip_ms": trips[0],
+        "round_trip_ms": ref_trip,
         "blank_ms": blank,
         "batch_ms": cand_ms * len(sets),
         "tries": 1,
@@ -242,12 +241,12 @@ def floor_step(
             judge,
             f"{calls} calls fit, about {calls * per_call:.2f} ms: too short against its round trip ({trips[0]:.2f} ms)",
         )
-    floor = None
+    floor, ref_reported = None, reported_ms(sides["ref"]["times"], statistic) if sides["ref"]["times"] else 0.0
     for _ in range(FLOOR_TRIES):
         sets = draw(judge, calls, fresh=True)
-        again = take_floor(judge, worker, sets, (trips[0], trips[1]), lambda want, got, xs: check(judge, want, got, xs))
-        if again is not None and sides["ref"]["times"]:
-            again["ref_reported_ms"] = reported_ms(sides["ref"]["times"], statistic)
+        again = take_floor(judge, worker, sets, trips[0], lambda want, got, xs: check(judge, want, got, xs))
+        if again is not None:
+            again["ref_reported_ms"] = ref_reported
         floor = lower_floor(floor, again)
         if again is None or not raises(sides["cand"]["times"], statistic, floor):
             break

@@ -309,7 +309,7 @@ class Worker:
             batch, why = staged[1]
             if batch is None:
                 return send_msg(self.out, {"ok": True, "floor_calls": 0, "unavailable": why})
-            self.staged = staged  # staged until the next stage: its blank is replayed after it (judge/floor.py)
+            self.staged = staged  # kept until its outputs are fetched: its blank replays after it (judge/floor.py)
             if req.get("blank"):  # the copies alone
                 return send_msg(self.out, floor.run(batch, blank=True))
             reply, self.outputs = floor.run(batch), floor.outputs(batch)
