@@ -214,6 +214,12 @@ def test_a_block_is_one_hand_off_with_the_recorder_on_audits_alone_and_events_ar
     assert all(2.0 <= t < 60.0 for t in gpu["times_ms"])  # the forward's 2 ms sleep, and the outlive's 0.5 ms
     assert gpu["times_ms"] == gpu["held_ms"]  # host_check: the outlive counts
     assert gpu["launch_ms"] >= 2.0
+    # every call's numbers in the order they ran, for the record (judge/block_trace.py)
+    trace = gpu["calls_trace"]
+    assert trace["kinds"] == ["warm", "timed", "audit", "timed", "timed"]
+    assert len(trace["events_ms"]) == len(trace["spent_ms"]) == 5 and trace["outlive_ms"] == [0.5]
+    assert [trace["events_ms"][k] for k in (1, 3, 4)] == gpu["events_ms"]
+    assert cpu["calls_trace"]["kinds"] == trace["kinds"] and cpu["calls_trace"]["events_ms"] == []
     events = got["events_only"]
     assert [round(h - t, 6) for h, t in zip(events["held_ms"], events["times_ms"], strict=True)] == [0.5] * 3
 

@@ -633,3 +633,35 @@ def test_the_blocks_stage_times_are_recorded_per_side_and_paired():
     judge = SimpleNamespace(stage_s={})
     record_split(judge, {"ref": {"stage": [0.2]}, "cand": {}}, 200.0)  # unpaired: nothing recorded
     assert "block_stage_excess_ms" not in judge.stage_s and judge.stage_s["call_hold_us"] == 200.0
+
+
+def test_the_block_trace_writes_each_blocks_calls_only_when_asked_and_cleans_what_a_side_sent(tmp_path, monkeypatch):
+    """KZ_BLOCK_TRACE (judge/block_trace.py): one JSON line per block and side, through `hold_notes`; the per-call
+    lists come from the side's own process, so only numbers are kept, at most MAX_CALLS of them, and a record that
+    cannot be written changes nothing of the verification."""
+    import json
+    from types import SimpleNamespace
+
+    from kernelzero.verify.judge import block_trace
+    from kernelzero.verify.judge.timing_checks import hold_notes
+
+    judge = SimpleNamespace(notes=[], task=SimpleNamespace(name="level1/47_Sum"))
+    honest = {"stage_ms": 2.1, "calls_trace": {"kinds": ["warm", "timed", "audit"], "events_ms": [0.13, 0.131, 0.12],
+                                               "spent_ms": [0.05, 0.06, 0.9], "outlive_ms": [0.006]}}  # fmt: skip
+    forged = {"calls_trace": {"kinds": ["timed", "x" * 99], "events_ms": ["1", float("nan"), 2, *[0.1] * 9999],
+                              "spent_ms": "many", "outlive_ms": None}}  # fmt: skip
+    path = tmp_path / "blocks.jsonl"
+    hold_notes(judge, "ref", honest, (0, 200.0, 3.2, [0.131], 2))  # not asked: nothing written
+    assert not path.exists()
+    monkeypatch.setenv(block_trace.ENV, str(path))
+    hold_notes(judge, "ref", honest, (0, 200.0, 3.2, [0.131], 2))
+    hold_notes(judge, "cand", forged, (0, 200.0, 3.9, [0.13], 2))
+    hold_notes(judge, "cand", {}, None)  # no block: nothing
+    ref, cand = (json.loads(line) for line in path.read_text().splitlines())
+    assert ref["task"] == "level1/47_Sum" and ref["side"] == "ref" and ref["judge_ms"] == 3.2
+    assert ref["kinds"] == ["warm", "timed", "audit"] and ref["spent_ms"][2] == 0.9 and ref["untimed"] == 2
+    assert cand["kinds"] == ["timed", "?"] and cand["events_ms"][:3] == [None, None, 2.0]
+    assert len(cand["events_ms"]) == block_trace.MAX_CALLS and cand["spent_ms"] == [] and cand["outlive_ms"] == []
+    assert judge.notes == []
+    monkeypatch.setenv(block_trace.ENV, str(tmp_path / "missing" / "blocks.jsonl"))
+    assert block_trace.write("t", "ref", honest, (1, 200.0, 3.0, [0.1], 2)) is False

@@ -178,7 +178,7 @@ class Reference:
         if not well_formed_reply(reply):
             raise TaskBroken(f"the task itself is broken ({what}): its timing reply's numbers are malformed")
         self.last_held = list(reply.get("held_ms", []))  # the same calls' host-bounded times (timing_checks.py)
-        keys = ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms")
+        keys = ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms", "calls_trace")
         self.last = {k: reply.get(k) for k in keys} | {
             "run_s": seconds,
             "stage_ms": getattr(self.worker, "stage_ms", 0.0),

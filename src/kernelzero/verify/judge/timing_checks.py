@@ -11,6 +11,7 @@ import statistics
 import numpy as np
 
 from kernelzero.types import Timing
+from kernelzero.verify.judge import block_trace
 
 OVERHEAD_FLOOR_MS = 0.01  # per call: a candidate's overhead may exceed the reference's by this much at least
 RECUR_TOLERANCE = 1.25  # a speedup on the recurring set may be this many times the fresh one (noise, no more)
@@ -264,8 +265,10 @@ def same_hold(sides: dict) -> dict:
     return sides
 
 
-def hold_notes(judge, side: str, extra: dict) -> None:
-    """A note (once per side) when a side was timed without the GPU hold, or some of its holds hit their cap."""
+def hold_notes(judge, side: str, extra: dict, block: tuple | None = None) -> None:
+    """A note (once per side) when a side was timed without the GPU hold, or some of its holds hit their cap; with
+    `block` ((index, hold_us, judge's ms, reported ms, untimed calls)), its record where KZ_BLOCK_TRACE asks."""
+    block_trace.write(str(getattr(getattr(judge, "task", None), "name", "")), side, extra, block)
     name = {"ref": "the reference", "cand": "the candidate"}[side]
     protocol = str(extra.get("protocol") or "")
     notes = []

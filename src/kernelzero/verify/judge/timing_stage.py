@@ -172,7 +172,7 @@ def _candidate_block(
         judge.fields["torch_ops"] = tuple(sorted(set(judge.fields.get("torch_ops", ())) | set(reply["torch_ops"])))
     n = reply["n_out"]
     outs = [judge.on_device(tensors[k * n : (k + 1) * n]) for k in range(timed + len(before))]
-    extra = {k: reply.get(k) for k in ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms")}
+    extra = {k: reply.get(k) for k in ("launch_ms", "launch_p90_ms", "protocol", "capped", "events_ms", "calls_trace")}
     extra["stage_ms"] = getattr(worker, "stage_ms", 0.0)  # the stage's time in the judge's clock (staged_time)
     return list(reply["times_ms"]), outs, seconds, list(reply.get("held_ms", [])), extra
 
@@ -248,7 +248,7 @@ def interleaved(
             sides[side].setdefault("stage", []).append(float(extra.get("stage_ms") or 0.0))  # record_split
             sides[side]["launch"].append(float(extra.get("launch_ms") or 0.0))
             sides[side]["tail"].append(float(extra.get("launch_p90_ms") or 0.0))
-            hold_notes(judge, side, extra)
+            hold_notes(judge, side, extra, (block, hold_us, seconds * 1e3, times, untimed))  # KZ_BLOCK_TRACE too
         hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
     record_split(judge, sides, hold_us)
     sides["cand"]["bytes"] = (_bytes_of(probe), _bytes_of(expected))

@@ -151,6 +151,17 @@ def not_plain(stage: str) -> dict[str, Any]:
     return {"ok": False, "status": "bad_output", "stage": stage, "message": message, "log": ""}
 
 
+def calls_record(order: list[tuple[int, str]], got: dict) -> dict[str, list]:
+    """Every call's numbers in the order they ran, warm-ups and audits included: its kind, event interval and host
+    launch path, and the block's outlive. A record (KZ_BLOCK_TRACE, judge/block_trace.py), never judged."""
+    return {
+        "kinds": [kind for _, kind in order],
+        "events_ms": got["events"],
+        "spent_ms": [s * 1e3 for s in got["spent"]],
+        "outlive_ms": got["outlive"][:1],
+    }
+
+
 def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold | None) -> tuple[dict, list]:
     """A timing block under the hold (see the module docstring): (reply, output tensors: the timed calls', then the
     audits')."""
@@ -201,6 +212,7 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
         "launch_ms": statistics.median(spent) if spent else 0.0,
         "launch_p90_ms": launch_tail(spent),
         "capped": got["capped"],
+        "calls_trace": calls_record(order, got),
     }
     audits = [audited[i] for i in sorted(audited)]  # in the order of their sets, as the judge sent them
     return reply, [t for tensors in outs + audits for t in tensors]
