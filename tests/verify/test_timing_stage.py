@@ -665,3 +665,50 @@ def test_the_block_trace_writes_each_blocks_calls_only_when_asked_and_cleans_wha
     assert judge.notes == []
     monkeypatch.setenv(block_trace.ENV, str(tmp_path / "missing" / "blocks.jsonl"))
     assert block_trace.write("t", "ref", honest, (1, 200.0, 3.0, [0.1], 2)) is False
+
+
+def test_work_seen_outliving_the_stream_once_is_timed_again_and_refused_only_when_it_shows_again(monkeypatch):
+    """`retime_reason`: H100 panel at e2fe471, a loaded pool: an honest 49 us GELU was refused once for 30.8 us a call
+    past its end events (the reference's 10.4 us) and showed nothing in its other runs. A refusal for escaped work is
+    timed once more and the second timing decides on its own: work left on another stream shows in both (refused),
+    host load in one only (credited the second timing's speed). A confirming run is never retimed."""
+    from types import SimpleNamespace
+
+    from kernelzero.types import Verdict
+    from kernelzero.verify.judge import timing_stage as ts
+    from kernelzero.verify.judge.timing_checks import ESCAPED, retime_reason
+
+    def timing(gap_ms: float) -> dict:
+        over = [0.20, 0.21, 0.19, 0.20, 0.22, 0.20]
+        return {
+            "ref": {"times": [0.40] * 30, "held": [0.41] * 30, "overheads": over},
+            "cand": {"times": [0.05] * 30, "held": [0.05 + gap_ms] * 30, "overheads": over},
+        }
+
+    def judge() -> SimpleNamespace:
+        return SimpleNamespace(
+            notes=[], stage_s={}, solo_ref=None, timed=lambda stage, start: None,
+            verdict=lambda status, stage, message, **kw: Verdict(status, "t", "h", "c", "triton", "events", "cuda",
+                                                                 stage, message),
+        )  # fmt: skip
+
+    first = ts._checked(judge(), timing(0.0308 + 0.01), "median", False)
+    assert isinstance(first, Verdict) and first.status == "unconfirmed_speedup" and first.message.startswith(ESCAPED)
+    said, cap = retime_reason(first, timing(0.04), False)
+    assert said.startswith(f"refused ({ESCAPED}") and cap == float("inf")
+    assert retime_reason(first, timing(0.04), True) == ("", float("inf"))  # confirming: never again
+    other = Verdict("tampered", "t", "h", "c", "triton", "events", "cuda", "timing", "the reference ran slower")
+    assert retime_reason(other, timing(0.0), False)[0] == ""  # other refusals stand
+    confirmed = ts._checked(judge(), timing(0.0), "median", False)
+    assert retime_reason(confirmed, timing(0.0), False)[0] == ""  # nothing to retime
+    for gap, kept in ((0.0, "correct"), (0.04, "unconfirmed_speedup")):
+        monkeypatch.setattr(ts, "interleaved", lambda *args, g=gap, **kw: timing(g))
+        j = judge()
+        again = ts.clock_again(j, None, False, "median", said, cap)
+        if kept == "correct":
+            sides, checked = again
+            assert checked[2] == pytest.approx(8.0) and checked[4].startswith("confirmed")
+            (note,) = j.notes
+            assert note.startswith(f"a first timing was refused ({ESCAPED}") and "timed again: confirmed" in note
+        else:
+            assert isinstance(again, Verdict) and again.status == kept and again.message.startswith(ESCAPED)

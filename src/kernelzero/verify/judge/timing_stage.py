@@ -34,8 +34,8 @@ Only correct candidates reach this stage, and only while their judge holds the G
   two content memos were credited 1.37x and 2.05x on memory-bound tasks whose honest kernels earn about 1x.
 - **Work outliving the timed stream.** Under event timing (the kernelbench profile) each call also reports its
   host-bounded time (a device-wide synchronise ends it); a candidate faster than the reference whose gap between
-  the two exceeds the reference's gap is `unconfirmed_speedup` (`escaped_work`): a kernel left running on an unjoined
-  stream is credited with its launch alone by the events.
+  the two exceeds the reference's gap, in a second timing too, is `unconfirmed_speedup` (`escaped_work`,
+  `retime_reason`): a kernel left running on an unjoined stream is credited with its launch alone by the events.
 - **Baseline sabotage.** The reference is also timed alone, before any candidate code runs (`solo_reference`, cached
   per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise is `tampered`.
 """
@@ -67,6 +67,7 @@ from kernelzero.verify.judge.timing_checks import (
     record_split,
     replay_noise,
     replay_suspected,
+    retime_reason,
     sabotage,
     same_hold,
     steady_times,
@@ -267,13 +268,12 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
     if isinstance(sides, Verdict):
         return sides
     checked = _checked(judge, sides, profile.statistic, host_check)
+    said, charged = retime_reason(checked, sides, judge.opts.confirming)  # a clock correction, or escaped work
+    if said:
+        again = clock_again(judge, worker, host_check, profile.statistic, said, charged)
+        sides, checked = again if isinstance(again, tuple) else (sides, again)
     if isinstance(checked, Verdict):
         return checked
-    if checked[4].startswith("corrected") and not judge.opts.confirming:
-        again = clock_again(judge, worker, host_check, profile.statistic, checked[4], check_clock(sides)[0])
-        if isinstance(again, Verdict):
-            return again
-        sides, checked = again
     first, speedup = sides, checked[2]
     if speedup is not None and speedup > 1.0 and judge.opts.input_sets == 1 and not judge.opts.confirming:
         replayed = recurring_input_check(judge, worker, host_check, sides)
@@ -319,8 +319,8 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
 def clock_again(
     judge: Judge, worker: WorkerProcess, host_check: bool, statistic: str, said: str, charged: float = math.inf
 ) -> Verdict | tuple:
-    """A timing the judge's clock corrected (`said`, by `charged` ms a call), timed once more: (its sides, its
-    `_checked` numbers), or the verdict that timing reached. The second timing is kept, confirmed or corrected by at
+    """A timing the judge's clock corrected (`said`, by `charged` ms a call) or refused for escaped work
+    (`retime_reason`), timed once more: (its sides, its `_checked` numbers), or the verdict that timing reached. The second timing is kept, confirmed or corrected by at
     most `charged`. Time a candidate hides from its events shows in every timing; host load that stretched an honest
     one's blocks often does not (H200 gate at d8f36e9, 2026-12-04: an honest GEMM corrected by 518 us a call in one
     run was confirmed in its other), and where it stretched both (H100 panel at 3fc765e, 2026-12-05: 248-471 us a
