@@ -7,7 +7,8 @@ What the sandbox gives each candidate:
   `safe_fs.py`: no link the sandbox plants there is followed);
 - a scrubbed environment: PATH, LANG, CUDA_VISIBLE_DEVICES and the variables the verifier sets
   (HOME, TMPDIR, TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR inside its own temp dir, so no cache is
-  shared between samples), nothing else from the caller;
+  shared between samples; with KZ_TRITON_SEED=1 the cache starts as a copy of trusted entries, triton_seed.py),
+  nothing else from the caller;
 - its own OS sandbox (`box.py`): a uid of its own (one per started process, from a range), its own PID, mount
   (private /tmp, /dev/shm, /var/tmp) and empty network namespaces; when its process 1 ends, every process it
   started dies. The judge is non-dumpable. Where the sandbox cannot be set up (not root, util-linux missing,
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelzero.verify.sandbox import box, safe_fs
+from kernelzero.verify.sandbox import box, safe_fs, triton_seed
 from kernelzero.verify.sandbox.box import import_path, source_root  # noqa: F401 - kept importable from here
 
 PR_SET_PDEATHSIG = 1
@@ -250,6 +251,12 @@ def lay_out_workdir(
         owner = (plan.uid, plan.gid) if plan.uid is not None else None
         for sub in WORKDIR_SUBS:
             safe_fs.make_folder(fd, sub, owner)
+        if triton_seed.enabled():  # Triton's driver helpers and warm-up kernel, copied in (KZ_TRITON_SEED)
+            cache = os.open("triton_cache", os.O_RDONLY | os.O_DIRECTORY | safe_fs.OPEN_FLAGS, dir_fd=fd)
+            try:
+                triton_seed.seed(cache, owner)
+            finally:
+                os.close(cache)
         for name, text in (files or {}).items():
             safe_fs.write_new(fd, name, text.encode(), 0o644, owner)
         if owner is not None:
