@@ -21,8 +21,8 @@ RECUR_FLOOR_MS = 0.01
 LAUNCH_BOUND_MS = 0.02  # below this per call, launch overhead dominates: the speedup is flagged (timing_stage)
 ESCAPE_FLOOR_MS = 0.02  # per call: the candidate's held-minus-event gap may exceed the reference's by this much
 ESCAPE_SHARE = 0.15  # or by this share of its held time, whichever is larger (see `escaped_work`)
-SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
 ESCAPED = "the candidate's work outlived its timed stream"  # `escaped_work`'s words, which `retime_reason` looks for
+SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
 SABOTAGE_FLOOR_MS = 0.03  # and this much more per call in any case (host noise on launch-bound calls, `sabotage`)
 
 

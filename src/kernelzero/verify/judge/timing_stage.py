@@ -319,12 +319,12 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
 def clock_again(
     judge: Judge, worker: WorkerProcess, host_check: bool, statistic: str, said: str, charged: float = math.inf
 ) -> Verdict | tuple:
-    """A timing the judge's clock corrected (`said`, by `charged` ms a call) or refused for escaped work
-    (`retime_reason`), timed once more: (its sides, its `_checked` numbers), or the verdict that timing reached. The second timing is kept, confirmed or corrected by at
-    most `charged`. Time a candidate hides from its events shows in every timing; host load that stretched an honest
-    one's blocks often does not (H200 gate at d8f36e9, 2026-12-04: an honest GEMM corrected by 518 us a call in one
-    run was confirmed in its other), and where it stretched both (H100 panel at 3fc765e, 2026-12-05: 248-471 us a
-    call beside two other verifications) the lesser excess is the nearer to the candidate's own time."""
+    """A timing the clock corrected (`said`, by `charged` ms a call) or refused for escaped work (`retime_reason`),
+    timed once more: (its sides, its `_checked` numbers), or that timing's verdict. The second is kept, confirmed or
+    corrected by at most `charged`. Time hidden from the events shows in every timing; host load that stretched an
+    honest one's blocks often does not (H200 gate at d8f36e9, 2026-12-04: an honest GEMM corrected by 518 us a call
+    in one run, confirmed in its other), and where it stretched both (H100 panel at 3fc765e: 248-471 us a call beside
+    two other verifications) the lesser excess is the nearer to the candidate's own time."""
     start = time.perf_counter()
     sides = interleaved(judge, worker, host_check)
     if isinstance(sides, Verdict):
