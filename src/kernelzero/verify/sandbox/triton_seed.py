@@ -22,7 +22,8 @@ Boundaries. The master is written by root's trusted child and read by root; the 
 master: what a candidate writes into its cache stays in its own folder, which dies with it. Links, devices and
 anything but regular files and folders in the master are skipped; a master over MAX_BYTES is not copied. Nothing
 here changes what a candidate's own kernels compile to: their cache keys are theirs. Off (the default), or where no
-GPU is visible, nothing is built or copied.
+GPU is visible, nothing is built or copied. The build's child holds a CUDA context for a few seconds once per machine
+and version, outside the GPU memory ledger (verify/judge/memory.py), like the health probe's.
 """
 
 from __future__ import annotations
