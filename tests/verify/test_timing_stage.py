@@ -499,7 +499,10 @@ def test_the_events_profile_times_by_event_intervals_and_flags_work_left_past_th
 class _PlanningReference(_CountingReference):
     """A `_CountingReference` that also answers the reference's outputs for the timing's probe set."""
 
+    calls = 0  # the reference's forwards asked for (one is a round trip to its process)
+
     def expected(self, inputs: list, timeout_s: float) -> list:
+        self.calls += 1
         return [inputs[0] * 2]
 
 
@@ -558,7 +561,9 @@ def test_sets_drawn_before_the_exclusive_window_are_the_ones_the_timing_would_dr
     ahead = _timing_judge()
     drawn = predraw(ahead)
     assert drawn == len(seeds_plain) == 1 + sum(draw_counts(ahead.opts.warmup_calls, 12, 12))
+    assert ahead.ref.calls == 1  # the probe's outputs, before the window
     assert _interleaved_draws(ahead, monkeypatch) == []  # nothing drawn inside the window
+    assert ahead.ref.calls == 1 and plain.ref.calls == 1  # and no reference forward there for the plan's sizes
     assert [s for draw in ahead.ref.seeds for s in draw] == seeds_plain and ahead.predrawn == []
     assert ahead.draws == plain.draws
     assert predraw(ahead) == 0  # once per verification: a timing taken again draws as before

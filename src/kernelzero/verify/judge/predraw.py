@@ -5,14 +5,16 @@ one at a time, so every second inside it is paid by all of them. On the H200 at 
 session) the window lasted a median 0.58 s per timed sample, 0.15 s of it drawing each block's fresh input sets in
 the reference's process (`blocks_draw`): about a quarter of the serial window, spent on work that needs no GPU alone.
 
-What. `predraw(judge)` runs under the shared lease, just before the window: it draws the first timing's probe set and,
-where every set of the timing, counted as `plan_calls` counts a block's (its inputs and outputs, each twice), fits
-`PREDRAW_BYTES` (small tasks, where the draw is most of a block's cost; the GPU then never holds more of them than one
-block did before), every set its blocks and audits will ask for, in the order they ask (`draw_counts`, from `timing_stage.block_plan`, the plan `interleaved` follows).
-They go to `judge.predrawn`; `timing_stage._draw` hands them out first, then draws as before. Each set keeps the seed
-it would have had (consecutive draws take consecutive seeds), so a verdict's inputs are the same with or without it;
-a plan that differs only costs draws inside the window again. The kernelbench profile's one set is drawn before the
-window already (`prime_inputs`); CPU verifications are not timed.
+What. `predraw(judge)` runs under the shared lease, just before the window: it draws the first timing's probe set
+(and keeps the reference's outputs on it, whose sizes plan the blocks: `interleaved` then asks no forward for them),
+and, where every set of the timing, counted as `plan_calls` counts a block's (its inputs and outputs, each twice),
+fits `PREDRAW_BYTES` (small tasks, where the draw is most of a block's cost; the GPU then never holds more of them
+than one block did before), every set its blocks and audits will ask for, in the order they ask (`draw_counts`, from
+`timing_stage.block_plan`, the plan `interleaved` follows). They go to `judge.predrawn`; `timing_stage._draw` hands
+them out first, then draws as before. Each set keeps the seed it would have had (consecutive draws take consecutive
+seeds), so a verdict's inputs are the same with or without it; a plan that differs only costs draws inside the
+window again. The kernelbench profile's one set is drawn before the window already (`prime_inputs`); CPU
+verifications are not timed.
 
 Boundaries. The sets are the judge's, drawn from its secret seed in the reference's process as before; the candidate
 sees a set only when its block is sent, as before. Nothing is drawn that the timing would not have drawn.
@@ -58,4 +60,5 @@ def predraw(judge: Judge) -> int:
     total = sum(draw_counts(judge.opts.warmup_calls, calls, per_block))
     ahead = _draw(judge, total) if (total + 1) * 2 * (set_bytes + out_bytes) <= PREDRAW_BYTES else []
     judge.predrawn = [probe, *ahead]
+    judge.predrawn_expected = (probe, expected)  # the timing's plan needs their sizes: no reference call in the window
     return len(judge.predrawn)

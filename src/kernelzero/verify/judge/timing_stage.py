@@ -1,6 +1,5 @@
-"""Timing of a correct candidate: the candidate and the reference interleaved in one exclusive GPU window.
-
-Only correct candidates reach this stage, and only while their judge holds the GPU alone (`lease.exclusive_gpu`).
+"""Timing of a correct candidate: the candidate and the reference interleaved in one exclusive GPU window. Only
+correct candidates reach this stage, and only while their judge holds the GPU alone (`lease.exclusive_gpu`).
 
 - **Fresh, checked calls.** Every call (warm-ups included) runs on an input set drawn for it alone from the judge's
   secret seed, in the reference's process, for every dtype, integers included; the kernelbench profile reuses one
@@ -206,7 +205,8 @@ def interleaved(
     """Blocks of reference and candidate calls, ABBA, on shared sets (fresh per call unless the profile reuses one,
     and always with `fresh`); per-side times and block overheads. `calls`: timed calls per side (default: planned)."""
     probe = _draw(judge, 1, fresh)[0]
-    expected = judge.ref.expected(probe, judge.run_timeout())
+    kept = getattr(judge, "predrawn_expected", None)  # the probe's outputs, taken before the window (predraw.py)
+    expected = kept[1] if kept and kept[0] is probe else judge.ref.expected(probe, judge.run_timeout())
     planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
     calls = calls or planned
     sides = {
