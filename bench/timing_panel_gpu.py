@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import timing_panel as tp
+from gpu_clocks import Clocks
 
 ROOT = tp.ROOT
 
@@ -108,23 +109,19 @@ def _timed(ref, new, inputs: list, rounds: int) -> tuple[float, float, bool]:
 
     from kernelzero.verify.judge.lease import exclusive_gpu
 
-    def run_ref():
-        return ref(*inputs)
-
-    def run_new():
-        return new(*inputs)
-
+    run_ref, run_new = (lambda: ref(*inputs)), (lambda: new(*inputs))
     times: dict[str, list[float]] = {"cand": [], "ref": []}
+    clocks = Clocks()
     with torch.no_grad():
         match = _outputs_match(run_new(), run_ref())
         torch.cuda.synchronize()
         with exclusive_gpu():  # as the judge's timing: nobody else's verification is timed meanwhile
             for _ in range(rounds):
-                times["ref"].append(do_bench(run_ref, warmup=50, rep=200, return_mode="median"))
-                times["cand"].append(do_bench(run_new, warmup=50, rep=200, return_mode="median"))
-            print(
-                f"  launch path here: cand {_launch_us(run_new):.1f} us, ref {_launch_us(run_ref):.1f} us", flush=True
-            )
+                for side, run in (("ref", run_ref), ("cand", run_new)):  # the SM clock sampled (gpu_clocks.py)
+                    bench = lambda r=run: do_bench(r, warmup=50, rep=200, return_mode="median")  # noqa: E731
+                    times[side].append(clocks.during(side, bench))
+            launch = f"cand {_launch_us(run_new):.1f} us, ref {_launch_us(run_ref):.1f} us"
+            print(f"  launch path here: {launch}; {clocks.words()}", flush=True)
     return statistics.median(times["cand"]), statistics.median(times["ref"]), match
 
 
