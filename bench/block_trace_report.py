@@ -42,6 +42,10 @@ def split(rec: dict) -> dict | None:
         "untimed_gap": (untimed_events - rec["untimed"] * median) / len(times),
         "launch_over_hold": sum(max(0.0, s - hold_ms) for k, s in zip(kinds, spent) if k != "audit"),
         "calls": len(kinds),
+        # per kind of call: (event ms, launch path ms) of each, for the second table
+        "by_kind": {
+            k: [(e, s) for kk, e, s in zip(kinds, events, spent) if kk == k] for k in ("warm", "timed", "audit")
+        },
     }
 
 
@@ -83,6 +87,26 @@ def main() -> None:
             cells.append(f"{ref:.3f} / {cand:.3f} / {excess:+.3f}")
         calls = statistics.median(b["cand"]["calls"] for b in pairs)
         print(f"| {name} | {pid}.{n} | {len(pairs)} | {calls:g} | " + " | ".join(cells) + " |")
+    print("\nPer kind of call, medians over the blocks' calls: event ms / launch path ms, reference then candidate.\n")
+    print("| task | timing | warm ref | warm cand | timed ref | timed cand | audit ref | audit cand |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (name, pid, n), timing in sorted(blocks(args.trace, args.task).items()):
+        print(
+            f"| {name} | {pid}.{n} | "
+            + " | ".join(by_kind(timing, k, s) for k in KINDS for s in ("ref", "cand"))
+            + " |"
+        )
+
+
+KINDS = ("warm", "timed", "audit")
+
+
+def by_kind(timing: dict, kind: str, side: str) -> str:
+    """'event / launch' medians (ms) of one kind of call on one side over a timing's blocks, or '-'."""
+    calls = [c for b in timing.values() if side in b for c in b[side]["by_kind"].get(kind, [])]
+    if not calls:
+        return "-"
+    return f"{statistics.median(e for e, _ in calls):.4f} / {statistics.median(s for _, s in calls):.4f}"
 
 
 if __name__ == "__main__":

@@ -44,3 +44,10 @@ def test_each_timing_of_a_judge_is_kept_apart(tmp_path):
     for timing in timings.values():
         assert sorted(timing) == [0, 1, 2]
         assert all(b["cand"]["rest"] - b["ref"]["rest"] == pytest.approx(0.3) for b in timing.values())
+
+
+def test_each_kind_of_call_is_summed_up_per_side():
+    timing = {b: {"cand": block_trace_report.split(record(b, "cand", 3.0))} for b in range(3)}
+    assert block_trace_report.by_kind(timing, "audit", "cand") == "0.1200 / 0.9000"
+    assert block_trace_report.by_kind(timing, "warm", "cand") == "0.1500 / 0.0500"
+    assert block_trace_report.by_kind(timing, "timed", "ref") == "-"  # no reference record in these blocks
