@@ -23,7 +23,7 @@ class AllCorrect(CoderReward):
         self.times_here = True  # its verdicts carry speedups when timed, GPU or not
         self.batches: list[tuple[int, bool]] = []
 
-    def _verify_distinct(self, names, texts, timed):
+    def _verify_distinct(self, names, texts, timed, trials=None):
         self.batches.append((len(names), timed))
         return [
             Verdict("correct", n, "h", "c", "triton", "default", "H200", "done", speedup_eager=2.0 if timed else None)

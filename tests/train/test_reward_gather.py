@@ -23,7 +23,7 @@ class ScriptedReward(CoderReward):
         super().__init__(*args, **kwargs)
         self.times_here = True  # its verdicts carry speedups when timed, GPU or not
 
-    def verify(self, names, texts, timed=True):
+    def verify(self, names, texts, timed=True, trials=None):
         out = []
         for name, text in zip(names, texts):
             status, _, speed = text.partition(" ")
@@ -136,7 +136,7 @@ def test_same_task_and_code_is_verified_once():
     status = {same: "correct", other: "mismatch"}
 
     class Counting(CoderReward):
-        def _verify_distinct(self, names, texts, timed=True):
+        def _verify_distinct(self, names, texts, timed=True, trials=None):
             seen.append(list(zip(names, texts)))
             return ScriptedReward.verify(self, names, [status[t] for t in texts])
 

@@ -88,3 +88,14 @@ def test_the_coder_grpo_reward_gives_a_broken_tasks_samples_none_end_to_end():
     rows = steps[0]["rows"]
     assert [r[3] for r in rows] == ["correct", "no_kernel", "task_broken", "task_broken"]
     assert steps[0]["gates"] == [True, False]
+
+
+def test_the_gated_pass_asks_the_real_pool_for_fewer_trials_and_the_first_pass_for_all():
+    """`trials` in `CoderReward.verify` (the gated timed pass asks RETIMED_TRIALS): the real local pool's verdict
+    ran that many correctness trials, and the configured number otherwise."""
+    task = resize(select(load_suite("kz-basic").tasks, names=["level1/21_GELU"])[0], preset="smoke")
+    verifier = VerifierConfig(jobs=2, options={"device": "cpu", "compile_check": False, "trials": 3})
+    reward = CoderReward({task.name: task}, RewardConfig(), verifier, 2)
+    (full,) = reward.verify([task.name], [GELU], timed=False)
+    (fewer,) = reward.verify([task.name], [GELU + "\n# again"], timed=False, trials=1)
+    assert (full.status, full.trials, fewer.status, fewer.trials) == ("correct", 3, "correct", 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelzero.train.config import RewardConfig, VerifierConfig
-from kernelzero.train.reward import CoderReward
+from kernelzero.train.reward import RETIMED_TRIALS, CoderReward
 from kernelzero.types import Task, Verdict
 
 TASKS = {name: Task(name=name, source="") for name in ("A", "B")}
@@ -24,9 +24,11 @@ class CountingReward(CoderReward):
         super().__init__(TASKS, reward, verifier or VerifierConfig(), group_size=4)
         self.times_here = True  # its verdicts carry speedups when timed, GPU or not
         self.batches: list[tuple[list[str], bool]] = []
+        self.trials: list[int | None] = []  # the trials asked for, per batch
 
-    def _verify_distinct(self, names, texts, timed):
+    def _verify_distinct(self, names, texts, timed, trials=None):
         self.batches.append((list(zip(names, texts)), timed))
+        self.trials.append(trials)
         out = []
         for name, text in zip(names, texts):
             status, _, speed = text.partition(" ")
@@ -63,8 +65,10 @@ def test_correctness_first_then_timing_only_for_groups_whose_gate_opens():
         [("A", "correct 2.0"), ("A", "correct 4.0"), ("A", "mismatch"), ("B", "correct 4.0"), ("B", "mismatch")],
         False,
     )
-    # pass 2: only A's correct samples (B's gate is closed: its 4x kernel is never timed), the duplicate once
+    # pass 2: only A's correct samples (B's gate is closed: its 4x kernel is never timed), the duplicate once, with
+    # one correctness trial (they passed all of the first pass's; the timing checks every timed call again)
     assert timed == ([("A", "correct 2.0"), ("A", "correct 4.0")], True)
+    assert reward.trials == [None, RETIMED_TRIALS] and RETIMED_TRIALS == 1
 
 
 def test_no_second_pass_when_no_gate_opens():

@@ -26,7 +26,8 @@ H200 (2026-12-04) that was 0.16 s of the GPU held alone per timed sample. A samp
 group's gate opens, so by default (`timing` below: "gated") every completion is first checked for correctness
 without timing, the gate of each group is computed
 from those checks, and only the correct samples of groups whose gate opens are verified again with timing (the
-verdict of that second, timed verification is the sample's). With the gate off every correct sample is timed in
+verdict of that second, timed verification is the sample's; it runs RETIMED_TRIALS correctness trial, as the first
+pass ran all of them on fresh secret inputs and the timing checks every timed and audit call's outputs again). With the gate off every correct sample is timed in
 one pass ("all"); with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing
 is the server's setting, so it is one pass ("all"). CUDA on CPU (`compiled_counts`) is compile-checked only:
 c_i = 1 for a `compiled` verdict, nothing timed. The local pool on a machine without a GPU times nothing either
@@ -53,6 +54,10 @@ from kernelzero.verify import options_for
 
 # (task, c_i, speedup or None, strict status (a skipped verdict's own status), completion tokens)
 Row = tuple[str, int, float | None, str, int]
+# Correctness trials of the gated pass's timed verification: its samples passed every trial of the first pass, and the
+# timing compares the outputs of every timed and audit call on fresh inputs again; the trials' reference draws,
+# forwards and round trips were the rest of a timed sample's shared-lease time (H200 step at 92a41dc, 0.37 s a sample).
+RETIMED_TRIALS = 1
 
 
 def completion_text(completion: Any) -> str:
@@ -160,16 +165,20 @@ class CoderReward:
             return "all"
         return "gated"
 
-    def verify(self, names: Sequence[str], texts: Sequence[str], timed: bool = True) -> list[Verdict]:
+    def verify(
+        self, names: Sequence[str], texts: Sequence[str], timed: bool = True, trials: int | None = None
+    ) -> list[Verdict]:
         """Verdicts of (task, completion) pairs, in order; pairs with the same task and code are verified once.
-        `timed=False`: correctness only (no timing, hence no speedup)."""
+        `timed=False`: correctness only (no timing, hence no speedup). `trials`: at most this many correctness
+        trials (the gated pass's samples passed them all already)."""
         unknown = sorted({n for n in names if n not in self.tasks})
         if unknown:
             raise ValueError(f"reward asked for unknown task(s) {unknown[:5]}")
         keys = [(n, extract_code(t)) for n, t in zip(names, texts)]
         first = {key: i for i, key in reversed(list(enumerate(keys)))}  # the first pair of each key
         todo = sorted(first.values())
-        found = dict(zip(todo, self._verify_distinct([names[i] for i in todo], [texts[i] for i in todo], timed)))
+        distinct = ([names[i] for i in todo], [texts[i] for i in todo])
+        found = dict(zip(todo, self._verify_distinct(*distinct, timed, trials)))
         return [found[first[key]] for key in keys]
 
     def score(
@@ -192,20 +201,25 @@ class CoderReward:
             return verdicts, everything, offset
         _, gates = group_rewards(everything, self.group_size, self.reward)
         todo = [i for i, r in enumerate(rows) if r[1] and gates[(offset + i) // self.group_size]]
-        timed = self.verify([names[i] for i in todo], [texts[i] for i in todo], timed=True) if todo else []
+        again = ([names[i] for i in todo], [texts[i] for i in todo])
+        timed = self.verify(*again, timed=True, trials=RETIMED_TRIALS) if todo else []
         for i, verdict in zip(todo, timed):
             verdicts[i] = verdict
             rows[i] = verdict_row(names[i], verdict, tokens[i], self.reward.baseline, counts)
         everything, offset = gather(rows)  # every process gathers twice, timed samples or not
         return verdicts, everything, offset
 
-    def _verify_distinct(self, names: list[str], texts: list[str], timed: bool) -> list[Verdict]:
+    def _verify_distinct(
+        self, names: list[str], texts: list[str], timed: bool, trials: int | None = None
+    ) -> list[Verdict]:
         v = self.verifier
         if v.via == "http":
             options = {"profile": "default", **{k: x for k, x in v.options.items() if k != "policy"}}
             items = [(self.tasks[n], t, self.backend, options) for n, t in zip(names, texts)]
             return Client(v.url or "", token=v.token).verify_batch(items, timeout_s=v.timeout_s)
         opts = self.options if timed else dataclasses.replace(self.options, time_it=False)
+        if trials is not None and trials < opts.trials:
+            opts = dataclasses.replace(opts, trials=trials)
         requests = [
             VerifyRequest(self.tasks[n], t, self.backend, opts, tag=i) for i, (n, t) in enumerate(zip(names, texts))
         ]
