@@ -90,6 +90,22 @@ def test_without_a_gpu_no_master_is_built_or_copied(tmp_path, monkeypatch):
     assert list((tmp_path / "seeds").iterdir()) == []
 
 
+def test_a_failed_build_is_not_tried_again_on_the_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv(triton_seed.ENV, "1")
+    monkeypatch.setenv(triton_seed.DIR_ENV, str(tmp_path / "seeds"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(triton_seed, "_failed", set())
+    builds = []
+    monkeypatch.setattr(triton_seed, "build", lambda target, timeout_s=0: builds.append(target) or "no compiler")
+    assert triton_seed.master() is None and len(builds) == 1
+    marker = triton_seed.master_path().parent / f"{triton_seed.master_path().name}.failed"
+    assert marker.read_text() == "no compiler\n"
+    monkeypatch.setattr(triton_seed, "_failed", set())  # another process: the marker stops it
+    assert triton_seed.master() is None and len(builds) == 1
+    marker.unlink()
+    assert triton_seed.master() is None and len(builds) == 2  # removed: tried again
+
+
 def test_a_laid_out_workdir_gets_the_masters_entries_when_seeding_is_on(tmp_path, monkeypatch):
     seeds = tmp_path / "seeds"
     seeds.mkdir()

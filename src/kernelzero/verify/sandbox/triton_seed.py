@@ -12,8 +12,8 @@ What. `master()` is a folder of Triton cache entries made by `build`: a child pr
 candidate's or task's code is ever imported in it) that runs the warm-up with `TRITON_CACHE_DIR` pointed at a fresh
 folder, which becomes the master once the warm-up succeeded (renamed into place: a half-built master is never used).
 It is built once per machine and version (the folder's name holds Triton's and torch's versions), by the first
-caller that gets its lock; callers that find it locked or failed go on unseeded, so no verification waits on it
-beyond the one that builds it. `seed(cache_fd, owner)` copies the master's regular files into a process's fresh
+caller that gets its lock; callers that find it locked go on unseeded, so no verification waits on it beyond the one
+that builds it. A failed build leaves `<master>.failed` with its reason, and nobody tries again until it is removed. `seed(cache_fd, owner)` copies the master's regular files into a process's fresh
 cache folder, given to the process's user, while root lays the folder out (before the process starts). Triton finds
 the entries under their keys (a hash of the source and the platform, or of the kernel and its target) and loads them
 instead of compiling. Anything else the process compiles goes into its own copy, as before.
@@ -95,7 +95,10 @@ def master() -> Path | None:
     target = master_path()
     if target.is_dir():
         return target
-    if str(target) in _failed:
+    failed = (
+        target.parent / f"{target.name}.failed"
+    )  # a build failed on this machine: not tried again (remove to retry)
+    if str(target) in _failed or failed.exists():
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = safe_fs.open_lock(target.parent / f"{target.name}.lock", 0o600)
@@ -104,8 +107,10 @@ def master() -> Path | None:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # another caller builds it: go on without it this time
             return None
-        if not target.is_dir() and build(target):
+        why = "" if target.is_dir() else build(target)
+        if why:
             _failed.add(str(target))
+            failed.write_text(why + "\n")
             return None
         return target
     finally:
