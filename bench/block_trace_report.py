@@ -75,7 +75,8 @@ def main() -> None:
     fields = ("judge", "events", "holds", "rest", "overhead", "untimed_gap", "launch_over_hold")
     print("| task | timing | blocks | calls a block | " + " | ".join(f"{f} ref / cand / excess" for f in fields) + " |")
     print("|---|---|---|---|" + "---|" * len(fields))
-    for (name, pid, n), timing in sorted(blocks(args.trace, args.task).items()):
+    timings = sorted(blocks(args.trace, args.task).items())  # read once for both tables
+    for (name, pid, n), timing in timings:
         pairs = [b for b in timing.values() if len(b) == 2]
         if not pairs:
             continue
@@ -90,7 +91,7 @@ def main() -> None:
     print("\nPer kind of call, medians over the blocks' calls: event ms / launch path ms, reference then candidate.\n")
     print("| task | timing | warm ref | warm cand | timed ref | timed cand | audit ref | audit cand |")
     print("|---|---|---|---|---|---|---|---|")
-    for (name, pid, n), timing in sorted(blocks(args.trace, args.task).items()):
+    for (name, pid, n), timing in timings:
         print(
             f"| {name} | {pid}.{n} | "
             + " | ".join(by_kind(timing, k, s) for k in KINDS for s in ("ref", "cand"))

@@ -6,7 +6,7 @@ session) the window lasted a median 0.58 s per timed sample, 0.15 s of it drawin
 the reference's process (`blocks_draw`): about a quarter of the serial window, spent on work that needs no GPU alone.
 
 What. `predraw(judge)` runs under the shared lease, just before the window: it draws the first timing's probe set
-(and keeps the reference's outputs on it, whose sizes plan the blocks: `interleaved` then asks no forward for them),
+(and keeps the size of the reference's outputs on it, which plans the blocks: `interleaved` asks no forward for it),
 and, where every set of the timing, counted as `plan_calls` counts a block's (its inputs and outputs, each twice),
 fits `PREDRAW_BYTES` (small tasks, where the draw is most of a block's cost; the GPU then never holds more of them
 than one block did before), every set its blocks and audits will ask for, in the order they ask (`draw_counts`, from
@@ -60,5 +60,5 @@ def predraw(judge: Judge) -> int:
     total = sum(draw_counts(judge.opts.warmup_calls, calls, per_block))
     ahead = _draw(judge, total) if (total + 1) * 2 * (set_bytes + out_bytes) <= PREDRAW_BYTES else []
     judge.predrawn = [probe, *ahead]
-    judge.predrawn_expected = (probe, expected)  # the timing's plan needs their sizes: no reference call in the window
+    judge.predrawn_out_bytes = (probe, out_bytes)  # the timing's plan needs no reference call in the window
     return len(judge.predrawn)

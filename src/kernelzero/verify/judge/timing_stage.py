@@ -205,9 +205,9 @@ def interleaved(
     """Blocks of reference and candidate calls, ABBA, on shared sets (fresh per call unless the profile reuses one,
     and always with `fresh`); per-side times and block overheads. `calls`: timed calls per side (default: planned)."""
     probe = _draw(judge, 1, fresh)[0]
-    kept = getattr(judge, "predrawn_expected", None)  # the probe's outputs, taken before the window (predraw.py)
-    expected = kept[1] if kept and kept[0] is probe else judge.ref.expected(probe, judge.run_timeout())
-    planned, per_block = plan_calls(judge, _bytes_of(probe), _bytes_of(expected))
+    kept = getattr(judge, "predrawn_out_bytes", None)  # the probe's output bytes, taken before the window (predraw.py)
+    out_bytes = kept[1] if kept and kept[0] is probe else _bytes_of(judge.ref.expected(probe, judge.run_timeout()))
+    planned, per_block = plan_calls(judge, _bytes_of(probe), out_bytes)
     calls = calls or planned
     sides = {
         side: {k: [] for k in ("times", "overheads", "held", "holds", "events", "launch", "tail", "capped", "sizes")}
@@ -252,7 +252,7 @@ def interleaved(
             hold_notes(judge, side, extra, (block, hold_us, seconds * 1e3, times, untimed))  # KZ_BLOCK_TRACE too
         hold_us = next_hold_us(hold_us, [results[side][4] for side in ("ref", "cand")])
     record_split(judge, sides, hold_us)
-    sides["cand"]["bytes"] = (_bytes_of(probe), _bytes_of(expected))
+    sides["cand"]["bytes"] = (_bytes_of(probe), out_bytes)
     sides["ref"]["stalls"] = list(sides["ref"]["capped"])  # every block's (`steady_times`): same_hold keeps the last
     return same_hold(sides)
 
