@@ -44,9 +44,9 @@ class TimedReward(CoderReward):
         super().__init__(*args, **kwargs)
         self.passes: list[tuple[bool, int, float]] = []
 
-    def _verify_distinct(self, names, texts, timed):
+    def _verify_distinct(self, names, texts, timed, trials=None):
         start = time.monotonic()
-        out = super()._verify_distinct(names, texts, timed)
+        out = super()._verify_distinct(names, texts, timed, trials)
         self.passes.append((timed, len(names), time.monotonic() - start))
         return out
 
