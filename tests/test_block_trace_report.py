@@ -4,6 +4,7 @@ apart, records whose lists do not line up left out."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -31,6 +32,14 @@ def test_a_block_splits_into_events_holds_and_the_rest():
     assert got["untimed_gap"] == pytest.approx(0.15 + 0.12 - 2 * 0.13)
     assert block_trace_report.split(record(0, "cand", 3.0, events_ms=[0.1, None, 0.1])) is None  # a forged list
     assert block_trace_report.split(record(0, "cand", 3.0, kinds=["timed"])) is None  # lists that do not line up
+
+
+def test_the_workers_phases_split_the_block_and_the_rest_is_outside_the_worker():
+    got = block_trace_report.split(record(0, "cand", 3.0, phases_ms=[0.1, 2.2, 0.3]))
+    assert (got["w_begin"], got["w_calls"], got["w_end"]) == (0.1, 2.2, 0.3)
+    assert got["outside"] == pytest.approx(3.0 - 2.6)
+    old = block_trace_report.split(record(0, "cand", 3.0))  # a trace from before the phases: nan, not a failure
+    assert math.isnan(old["w_begin"]) and math.isnan(old["outside"]) and old["rest"] == pytest.approx(0.6)
 
 
 def test_each_timing_of_a_judge_is_kept_apart(tmp_path):

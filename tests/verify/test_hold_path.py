@@ -220,6 +220,9 @@ def test_a_block_is_one_hand_off_with_the_recorder_on_audits_alone_and_events_ar
     assert len(trace["events_ms"]) == len(trace["spent_ms"]) == 5 and trace["outlive_ms"] == [0.5]
     assert [trace["events_ms"][k] for k in (1, 3, 4)] == gpu["events_ms"]
     assert cpu["calls_trace"]["kinds"] == trace["kinds"] and cpu["calls_trace"]["events_ms"] == []
+    begin_ms, calls_ms, end_ms = trace["phases_ms"]  # the worker's clock: hold begin, the calls, hold end
+    assert calls_ms >= 5 * 2.0 and begin_ms >= 0.0 and end_ms >= 0.0  # five forwards of a 2 ms sleep each
+    assert cpu["calls_trace"]["phases_ms"][0] == 0.0 and cpu["calls_trace"]["phases_ms"][1] > 0.0
     events = got["events_only"]
     assert [round(h - t, 6) for h, t in zip(events["held_ms"], events["times_ms"], strict=True)] == [0.5] * 3
 

@@ -652,7 +652,8 @@ def test_the_block_trace_writes_each_blocks_calls_only_when_asked_and_cleans_wha
 
     judge = SimpleNamespace(notes=[], task=SimpleNamespace(name="level1/47_Sum"))
     honest = {"stage_ms": 2.1, "calls_trace": {"kinds": ["warm", "timed", "audit"], "events_ms": [0.13, 0.131, 0.12],
-                                               "spent_ms": [0.05, 0.06, 0.9], "outlive_ms": [0.006]}}  # fmt: skip
+                                               "spent_ms": [0.05, 0.06, 0.9], "outlive_ms": [0.006],
+                                               "phases_ms": [0.02, 1.9, 0.3, 7.0]}}  # fmt: skip
     forged = {"calls_trace": {"kinds": ["timed", "x" * 99], "events_ms": ["1", float("nan"), 2, *[0.1] * 9999],
                               "spent_ms": "many", "outlive_ms": None}}  # fmt: skip
     path = tmp_path / "blocks.jsonl"
@@ -665,6 +666,7 @@ def test_the_block_trace_writes_each_blocks_calls_only_when_asked_and_cleans_wha
     ref, cand = (json.loads(line) for line in path.read_text().splitlines())
     assert ref["task"] == "level1/47_Sum" and ref["side"] == "ref" and ref["judge_ms"] == 3.2
     assert ref["kinds"] == ["warm", "timed", "audit"] and ref["spent_ms"][2] == 0.9 and ref["untimed"] == 2
+    assert ref["phases_ms"] == [0.02, 1.9, 0.3] and cand["phases_ms"] == []  # three phases at most
     assert cand["kinds"] == ["timed", "?"] and cand["events_ms"][:3] == [None, None, 2.0]
     assert len(cand["events_ms"]) == block_trace.MAX_CALLS and cand["spent_ms"] == [] and cand["outlive_ms"] == []
     assert judge.notes == []

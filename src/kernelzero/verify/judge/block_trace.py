@@ -51,6 +51,7 @@ def block_record(task: str, side: str, extra: dict, block: tuple) -> dict:
         "events_ms": _numbers(calls.get("events_ms")),
         "spent_ms": _numbers(calls.get("spent_ms")),
         "outlive_ms": _numbers(calls.get("outlive_ms")),
+        "phases_ms": _numbers(calls.get("phases_ms"))[:3],  # the worker's begin, calls, end (timed_block.calls_record)
     }
 
 

@@ -12,6 +12,7 @@ A failure of the task's own code is the task's fault, not the candidate's: it ra
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,21 @@ from kernelzero.verify.sandbox.worker_process import StartedWorker, WorkerDied, 
 FOOTPRINT = ("params", "inputs", "outputs")
 
 
+STAGE_CALIBRATE_ENV = "KZ_STAGE_CALIBRATE"
+
+
+def stage_calibrate() -> bool:
+    """Whether each timing block's GPU hold is calibrated in the block's stage round trip rather than at the start of
+    its run, inside the judge's clock (`KZ_STAGE_CALIBRATE`: 1 on, 0 or unset off; opt-in until the GPU gate has run
+    it). The calibration is 8 empty calls behind holds and their synchronises (worker/hold.py `Hold.calibrate`):
+    about 1 ms of host and GPU time a block that a process's host speed scales, on both sides, while a block of a
+    64 MB input set holds one timed call (bench/verify.md, twentieth session: an honest sum_dim run corrected)."""
+    raw = os.environ.get(STAGE_CALIBRATE_ENV, "").strip()
+    if raw not in ("", "0", "1"):
+        raise ValueError(f"{STAGE_CALIBRATE_ENV} must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
 def staged_time(worker, command: dict, timeout_s: float, what: str) -> tuple[dict, list, float]:
     """A timing block in three round trips (worker/worker.py `time_stage`, `time_run`, `time_fetch`): (the run's
     reply, the outputs, seconds of the run alone in the judge's clock). The inputs' transfer before the run and the
@@ -37,7 +53,7 @@ def staged_time(worker, command: dict, timeout_s: float, what: str) -> tuple[dic
     own time in the judge's clock is left on `worker.stage_ms`, for the record (docs/threat_model_coverage.md A18: the
     staged sets wait in the worker's process outside the run's clock)."""
     began = time.perf_counter()
-    worker.send({**command, "cmd": "time_stage"})
+    worker.send({**command, "cmd": "time_stage", "calibrate": stage_calibrate()})
     staged, _ = worker.receive(timeout_s, what)
     worker.stage_ms = (time.perf_counter() - began) * 1e3
     if not staged.get("ok"):

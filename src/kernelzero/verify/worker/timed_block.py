@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kernelzero.verify.worker.hold import Hold
 from kernelzero.verify.worker.seal import TIMED_BATCH
 
 if TYPE_CHECKING:
-    from kernelzero.verify.worker.hold import Hold
     from kernelzero.verify.worker.worker import Worker
 
 _clock = time.perf_counter
@@ -94,6 +94,7 @@ def run_calls(worker: Worker, calls: list[tuple[list, tuple]], hold: Hold | None
         )  # fmt: skip
 
     if hold is None:
+        began = _clock()
         values = batch([_IDLE] * len(calls), [_IDLE] * len(calls), None, _IDLE)
         return {
             "values": values,
@@ -103,14 +104,18 @@ def run_calls(worker: Worker, calls: list[tuple[list, tuple]], hold: Hold | None
             "marks": marks,
             "spent": spent,
             "capped": 0,
+            "phases": [0.0, _clock() - began, 0.0],
         }
+    began = _clock()
     starts = [torch.cuda.Event(enable_timing=True) for _ in calls]
     ends = [torch.cuda.Event(enable_timing=True) for _ in calls]
     stream = torch.cuda.current_stream()
     hold.begin(stream, [*mins_us, 0.0])
+    begun = _clock()
     try:
         values = batch(starts, ends, stream, hold)
     finally:
+        ran = _clock()
         outlive, capped = hold.end()
     events = [_elapsed(s, e) for s, e in zip(starts, ends, strict=True)]
     return {
@@ -121,6 +126,7 @@ def run_calls(worker: Worker, calls: list[tuple[list, tuple]], hold: Hold | None
         "marks": marks,
         "spent": spent,
         "capped": capped,
+        "phases": [begun - began, ran - begun, _clock() - ran],
     }
 
 
@@ -153,13 +159,38 @@ def not_plain(stage: str) -> dict[str, Any]:
 
 def calls_record(order: list[tuple[int, str]], got: dict) -> dict[str, list]:
     """Every call's numbers in the order they ran, warm-ups and audits included: its kind, event interval and host
-    launch path, and the block's outlive. A record (KZ_BLOCK_TRACE, judge/block_trace.py), never judged."""
+    launch path, and the block's outlive; and the block's phases in the worker's clock (`phases_ms`: the hold's begin
+    with its calibration unless staged, the hand-off running every call, the hold's end with the events read). A
+    record (KZ_BLOCK_TRACE, judge/block_trace.py), never judged."""
     return {
         "kinds": [kind for _, kind in order],
         "events_ms": got["events"],
         "spent_ms": [s * 1e3 for s in got["spent"]],
         "outlive_ms": got["outlive"][:1],
+        "phases_ms": [p * 1e3 for p in got["phases"]],
     }
+
+
+def hold_mins(req: dict[str, Any], order: list[tuple[int, str]]) -> list[float]:
+    """The least length (us) of the hold before each call of `order`: the judge's `hold_us`, an audit's at least
+    AUDIT_HOLD_US."""
+    least = float(req.get("hold_us", 0.0))
+    return [max(least, AUDIT_HOLD_US) if kind == "audit" else least for _, kind in order]
+
+
+def stage_hold(worker: Worker, req: dict[str, Any], n_sets: int) -> None:
+    """With the stage command's `calibrate` (the judge's `KZ_STAGE_CALIBRATE`), the hold's calibration for the
+    block now (`Hold.calibrate`, for the first call's length), in the stage's round trip, so the judge's clock for
+    the block (`time_run`) holds the block's calls alone. Nothing on the CPU, for a floor batch or where the hold
+    cannot run. Untrusted as before: the numbers it sets live in the worker's process, which the judge's clock
+    bounds whatever they are."""
+    if not req.get("calibrate") or req.get("floor") or not worker.device.startswith("cuda"):
+        return
+    if worker.hold is False:
+        worker.hold = Hold.create(worker.device)
+    if worker.hold:
+        first = hold_mins(req, plan(n_sets, req["warmup"], list(req.get("audit", []))))[:1] or [0.0]
+        worker.hold.calibrate(torch.cuda.current_stream(), first[0])
 
 
 def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold | None) -> tuple[dict, list]:
@@ -170,8 +201,7 @@ def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold
     try:
         with worker.guards.observe(record_ops=True) as modes:
             calls = [(sets[i], modes if kind == "audit" else ()) for i, kind in order]
-            least = float(req.get("hold_us", 0.0))
-            mins = [max(least, AUDIT_HOLD_US) if kind == "audit" else least for _, kind in order]
+            mins = hold_mins(req, order)
             watch.in_forward = True  # the whole block, once: nothing is switched between audits and timed calls
             try:
                 got = run_calls(worker, calls, hold, mins)

@@ -31,7 +31,7 @@ from kernelzero.verify.worker import floor
 from kernelzero.verify.worker.guards import Guards, output_problem, warm_dispatch
 from kernelzero.verify.worker.hold import Hold
 from kernelzero.verify.worker.seal import TIMED_CALL, CleanRunner, seal
-from kernelzero.verify.worker.timed_block import _CLONE, not_tensors, output_tensors, time_block
+from kernelzero.verify.worker.timed_block import _CLONE, not_tensors, output_tensors, stage_hold, time_block
 from kernelzero.verify.worker.timing import sync_and_clock, time_calls
 from kernelzero.verify.worker.warm import warm_gpu
 
@@ -293,6 +293,7 @@ class Worker:
         (`time_run`) then holds no transfer."""
         try:
             self.staged = (req, [self._prepare(s) for s in req["sets"]])
+            stage_hold(self, req, len(self.staged[1]))  # the hold's calibration, outside the judge's clock
             if req.get("floor"):  # a floor batch: captured now, replayed by `time_run` (worker/floor.py)
                 self.staged = (req, floor.stage(self, self.staged[1]))
                 if self.staged[1][0] is None:
