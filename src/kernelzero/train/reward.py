@@ -24,15 +24,15 @@ With `baselines_dir` (the trainer passes its run's `baselines/`) the local pool 
 once for the run (the baseline-sabotage check's yardstick, verify/judge/solo.py), not once per timed sample: on the
 H200 (2026-12-04) that was 0.16 s of the GPU held alone per timed sample. A sample's speedup counts only when its
 group's gate opens, so by default (`timing` below: "gated") every completion is first checked for correctness
-without timing, the gate of each group is computed
-from those checks, and only the correct samples of groups whose gate opens are verified again with timing (the
-verdict of that second, timed verification is the sample's; it runs RETIMED_TRIALS correctness trial, as the first
-pass ran all of them on fresh secret inputs and the timing checks every timed and audit call's outputs again). With the gate off every correct sample is timed in
-one pass ("all"); with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing
-is the server's setting, so it is one pass ("all"). CUDA on CPU (`compiled_counts`) is compile-checked only:
-c_i = 1 for a `compiled` verdict, nothing timed. The local pool on a machine without a GPU times nothing either
-("none": its verdicts are correctness only, so a timed pass would only verify the same samples again). Identical completions of a task (the same extracted code)
-are verified once and share the verdict.
+without timing, the gate of each group is computed from those checks, and only the correct samples of groups whose
+gate opens are verified again with timing (the verdict of that second, timed verification is the sample's; it runs
+RETIMED_TRIALS correctness trials, as the first pass ran all of them on fresh secret inputs and the timing checks
+every timed and audit call's outputs again). With the gate off every correct sample is timed in one pass ("all");
+with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing is the server's
+setting, so it is one pass ("all"). CUDA on CPU (`compiled_counts`) is compile-checked only: c_i = 1 for a
+`compiled` verdict, nothing timed. The local pool on a machine without a GPU times nothing either ("none": its
+verdicts are correctness only, so a timed pass would only verify the same samples again). Identical completions of
+a task (the same extracted code) are verified once and share the verdict.
 """
 
 from __future__ import annotations

@@ -13,10 +13,11 @@ candidate's or task's code is ever imported in it) that runs the warm-up with `T
 folder, which becomes the master once the warm-up succeeded (renamed into place: a half-built master is never used).
 It is built once per machine and version (the folder's name holds Triton's and torch's versions), by the first
 caller that gets its lock; callers that find it locked go on unseeded, so no verification waits on it beyond the one
-that builds it. A failed build leaves `<master>.failed` with its reason, and nobody tries again until it is removed. `seed(cache_fd, owner)` copies the master's regular files into a process's fresh
-cache folder, given to the process's user, while root lays the folder out (before the process starts). Triton finds
-the entries under their keys (a hash of the source and the platform, or of the kernel and its target) and loads them
-instead of compiling. Anything else the process compiles goes into its own copy, as before.
+that builds it. A failed build leaves `<master>.failed` with its reason, and nobody tries again until it is removed.
+`seed(cache_fd, owner)` copies the master's regular files into a process's fresh cache folder, given to the
+process's user, while root lays the folder out (before the process starts). Triton finds the entries under their
+keys (a hash of the source and the platform, or of the kernel and its target) and loads them instead of compiling.
+Anything else the process compiles goes into its own copy, as before.
 
 Boundaries. The master is written by root's trusted child and read by root; the sandbox gets copies, never the
 master: what a candidate writes into its cache stays in its own folder, which dies with it. Links, devices and
@@ -95,9 +96,8 @@ def master() -> Path | None:
     target = master_path()
     if target.is_dir():
         return target
-    failed = (
-        target.parent / f"{target.name}.failed"
-    )  # a build failed on this machine: not tried again (remove to retry)
+    # a build failed on this machine: not tried again (remove the marker to retry)
+    failed = target.parent / f"{target.name}.failed"
     if str(target) in _failed or failed.exists():
         return None
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -189,8 +189,8 @@ def stage_hold(worker: Worker, req: dict[str, Any], n_sets: int) -> None:
     if worker.hold is False:
         worker.hold = Hold.create(worker.device)
     if worker.hold:
-        first = hold_mins(req, plan(n_sets, req["warmup"], list(req.get("audit", []))))[:1] or [0.0]
-        worker.hold.calibrate(torch.cuda.current_stream(), first[0])
+        mins = hold_mins(req, plan(n_sets, req["warmup"], list(req.get("audit", []))))
+        worker.hold.calibrate(torch.cuda.current_stream(), mins[0] if mins else 0.0)
 
 
 def time_block(worker: Worker, req: dict[str, Any], sets: list[list], hold: Hold | None) -> tuple[dict, list]:
