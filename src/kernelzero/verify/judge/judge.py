@@ -20,7 +20,7 @@ from kernelzero.tasks.hashing import task_hash
 from kernelzero.types import POLICIES, Backend, Task, Verdict, from_dict, to_dict
 from kernelzero.verify.backends import BACKENDS, backend_module
 from kernelzero.verify.feedback import feedback_for
-from kernelzero.verify.judge import priority, usage
+from kernelzero.verify.judge import pinning, priority, usage
 from kernelzero.verify.judge.anticheat import policy_result
 from kernelzero.verify.judge.correctness import correctness
 from kernelzero.verify.judge.faults import RetryAlone, blame_candidate_fault, reference_failed
@@ -339,11 +339,14 @@ class Judge:
             self.stage_s["predrawn"] = float(drawn)
         self.stage_s["gpu_shared"] = round(time.perf_counter() - self.lease_held_at, 4)  # then it lets go to time
         groups = priority.groups_of(worker.proc.pid, self.ref.worker.proc.pid)
-        with exclusive_gpu() as waited, priority.first(groups) as first:  # the serial window: CPU first (priority.py)
-            held = time.perf_counter()
+        pids = [worker.proc.pid, self.ref.worker.proc.pid]
+        with exclusive_gpu() as waited, priority.first(groups) as first, pinning.pinned(pids) as pinned:
+            held = time.perf_counter()  # the serial window: CPU first (priority.py), one core with KZ_PIN_TIMING=1
             self.stage_s.update(
                 gpu_excl_wait=round(waited, 4), gpu_excl_at=round(time.time(), 3), cpu_first=float(first)
             )
+            if pinned:
+                self.stage_s["pinned_threads"] = float(pinned)
             try:
                 return timed_comparison(self, worker)
             finally:
