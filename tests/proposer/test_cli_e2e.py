@@ -103,7 +103,9 @@ def test_suite_loads_with_provenance_and_resumes(pipeline):
     assert len(suite.tasks) == len(admitted)
     rows = [json.loads(line) for line in (d / "suite.jsonl").read_text().splitlines()]
     (prov,) = [r["provenance"] for r in rows if r["provenance"]["apis"] == admitted[0]["apis"]]  # any order
-    assert prov["model"].startswith("replay:") and prov["forward_ms"] > 0
+    # the forward's time less an empty round trip's, clamped at 0: a tiny module's reads 0 on a loaded host (CI,
+    # 2026-12-06), so the record is checked for a measured, non-negative number, not for a positive one
+    assert prov["model"].startswith("replay:") and isinstance(prov["forward_ms"], float) and prov["forward_ms"] >= 0
     assert prov["corpus"]["kernelbench_mined"] is False and prov["near_key"]
     before = (d / "suite.admissions.jsonl").read_text()
     assert main(propose) == 0 and main(admit) == 0  # nothing left to do: no new lines
