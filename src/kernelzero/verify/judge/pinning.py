@@ -6,7 +6,7 @@ processes. Where the scheduler puts each is chance: beside another verification'
 sibling, or alone. A block of one timed call carries about 1.5-2 ms of host work (the hand-off, each call's copies,
 the command and the reply), and on an H100 (2026-12-06, bench/verify.md) honest sum_dim candidates spent 0.1-0.5 ms
 more of it a block than their references, per pair of processes and the same in a second timing in the same pair:
-2 of 15 runs were corrected to 0.20-0.25x. The blocks run one at a time (ABBA), so both sides can share one core;
+2 of 13 runs were corrected to 0.20-0.25x. The blocks run one at a time (ABBA), so both sides can share one core;
 then neither side's host path gets a faster or busier core than the other's, and drift on that core reaches both.
 
 What: `pinned(pids)` sets the CPU affinity of every thread of the judge's own process and of every process of the
@@ -15,7 +15,7 @@ thread its old affinity back after. Threads started inside the block keep the co
 k-th physical core from the top of the judge's allowed CPUs for the GPU of index k (`gpu_index`), as each GPU's
 timing windows are serial (judge/lease.py) but different GPUs' run at once.
 
-What it does not give: other processes still run on that core at their share (priority.py lowers their share), and
+What it does not give: other processes still run on that core, at the smaller share priority.py leaves them, and
 a candidate can move its own threads elsewhere (it gains nothing the clock would not see: its hidden GPU work still
 shows in every block).
 """
