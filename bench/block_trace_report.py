@@ -7,9 +7,10 @@ Per block and side the judge's clock (`judge_ms`) splits into:
   path (a launch path longer than the hold keeps the GPU waiting for it);
 - `rest`: what is left (the hand-off to the runner thread, each call's settle and output copy, the reply).
 Where the worker recorded its own clock (`phases_ms`, since 2026-12-05), also: `w_begin` (the hold's begin, with its
-calibration unless `KZ_STAGE_CALIBRATE` staged it), `w_calls` (the hand-off that runs every call), `w_end` (the
-hold's end and the events read) and `outside` (the judge's clock less the three: the command's and the reply's way
-and what the worker does around the block); nan where a trace has no phases.
+calibration unless `KZ_STAGE_CALIBRATE` staged it), `w_calls` (the hand-off that runs every call), `w_host` (that
+hand-off less the events and the holds: the calls' host path no hold covered), `w_end` (the hold's end and the events
+read) and `outside` (the judge's clock less the three: the command's and the reply's way and what the worker does
+around the block); nan where a trace has no phases.
 `overhead` is what `timing_checks.block_overhead` charges per timed call, and `untimed_gap` the part of it that comes
 from counting the untimed calls at the timed calls' median instead of their own event time. The table gives the
 median over blocks of each, per side, and of the candidate's excess over the reference in the same block.
@@ -45,6 +46,7 @@ def split(rec: dict) -> dict | None:
         "w_begin": phases[0],
         "w_calls": phases[1],
         "w_end": phases[2],
+        "w_host": phases[1] - sum(events) - holds,
         "outside": judge - sum(phases),
         "judge": judge,
         "events": sum(events),
@@ -85,7 +87,7 @@ def main() -> None:
     p.add_argument("--task", default=None)
     args = p.parse_args()
     fields = ("judge", "events", "holds", "rest", "overhead", "untimed_gap", "launch_over_hold")
-    fields += ("w_begin", "w_calls", "w_end", "outside")
+    fields += ("w_begin", "w_calls", "w_host", "w_end", "outside")
     print("| task | timing | blocks | calls a block | " + " | ".join(f"{f} ref / cand / excess" for f in fields) + " |")
     print("|---|---|---|---|" + "---|" * len(fields))
     timings = sorted(blocks(args.trace, args.task).items())  # read once for both tables

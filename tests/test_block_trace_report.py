@@ -38,8 +38,14 @@ def test_the_workers_phases_split_the_block_and_the_rest_is_outside_the_worker()
     got = block_trace_report.split(record(0, "cand", 3.0, phases_ms=[0.1, 2.2, 0.3]))
     assert (got["w_begin"], got["w_calls"], got["w_end"]) == (0.1, 2.2, 0.3)
     assert got["outside"] == pytest.approx(3.0 - 2.6)
+    assert got["w_host"] == pytest.approx(2.2 - 0.40 - 2.0)  # the hand-off less the events and the holds
     old = block_trace_report.split(record(0, "cand", 3.0))  # a trace from before the phases: nan, not a failure
-    assert math.isnan(old["w_begin"]) and math.isnan(old["outside"]) and old["rest"] == pytest.approx(0.6)
+    assert (
+        math.isnan(old["w_begin"])
+        and math.isnan(old["w_host"])
+        and math.isnan(old["outside"])
+        and old["rest"] == pytest.approx(0.6)
+    )
 
 
 def test_each_timing_of_a_judge_is_kept_apart(tmp_path):
