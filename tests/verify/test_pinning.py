@@ -12,19 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_priority import CHILD  # a session leader with a second thread and a child: all must take the core
 
 from kernelzero.verify.judge import pinning
-
-# a session leader with a second thread and a child: all of them must take the core
-CHILD = """
-import os, threading, time
-threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
-if os.fork() == 0:
-    time.sleep(60)
-    os._exit(0)
-print("ready", flush=True)
-time.sleep(60)
-"""
 
 
 def _affinities(leader: int) -> list[set[int]]:
