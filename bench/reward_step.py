@@ -6,6 +6,7 @@ gate opens; wall seconds of each pass, the verifications each made, the statuses
     PYTHONPATH=src python3 bench/reward_step.py --steps 1 --tasks 2    # a CPU check of the script (interpreter)
     ... --per-gpu 12 --standby 16 --option input_sets=0              # lanes, judges kept ready, an option
     ... --serves 8                                                   # requests each standby judge serves
+    ... --timed-pass one_pass                                        # every correct sample timed in one pass
 
 The completions are the miniature's tasks (configs/tiny-gpu.yaml sizes) answered the way a policy part-way through
 training answers them: per group, from all correct down to none (`MIX`), the rest wrong (the right kernel storing a
@@ -148,10 +149,18 @@ def main() -> None:
     p.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="a verifier option (JSON value), repeatable"
     )
+    p.add_argument(
+        "--timed-pass",
+        choices=("gated", "one_pass"),
+        default=None,
+        help="reward.timed_pass: correctness first then the gate-open groups timed (gated), or one timed pass",
+    )
     args = p.parse_args()
     if args.steps < 1 or args.tasks < 1 or args.group < 2:
         p.error("--steps and --tasks must be at least 1, --group at least 2")
     cfg = load_config(args.config)
+    if args.timed_pass is not None:
+        cfg = dataclasses.replace(cfg, reward=dataclasses.replace(cfg.reward, timed_pass=args.timed_pass))
     try:
         cfg = with_verifier(cfg, args.per_gpu, args.option, args.standby, args.serves)
     except ValueError as exc:

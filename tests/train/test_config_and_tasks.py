@@ -41,6 +41,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("grpo:\n  steps: three\n", "grpo.steps must be an integer"),
         ("reward:\n  gate: yes please\n", "reward.gate must be true or false"),
         ("reward:\n  alpha: 1.5\n", "alpha in"),
+        ("reward:\n  timed_pass: twice\n", "reward.timed_pass must be one of gated, one_pass"),
         ("grpo:\n  group_size: 1\n", "group_size must be >= 2"),
         ("grpo:\n  loss_type: ppo\n", "grpo.loss_type must be one of"),
         ("verifier:\n  via: http\n", "needs verifier.url"),

@@ -82,6 +82,9 @@ def test_no_second_pass_when_no_gate_opens():
     [
         # gate off: every correct sample's speed counts, so all are timed in one pass
         (RewardConfig(gate=False), "pool", "all", [1.05, 1.05, 1.1, 0.0, 1.1, 0.0, 0.0, 0.0]),
+        # one timed pass with the gate on: every correct sample timed once (B's too), but B's gate stays shut, so its
+        # 4x kernel earns no speed term: the same rewards as the gated two passes, from one verification each
+        (RewardConfig(timed_pass="one_pass"), "pool", "all", [1.05, 1.05, 1.1, 0.0, 1.0, 0.0, 0.0, 0.0]),
         # correctness only (or beta = 0): nothing is timed
         (RewardConfig(correctness_only=True), "pool", "none", [1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]),
         # the HTTP service times as the server is configured: one pass

@@ -107,6 +107,9 @@ class GRPOSettings:
     vllm_server_base_url: str | None = None  # server mode: http://host:port
 
 
+TIMED_PASSES = ("gated", "one_pass")
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """CA-GRPO (kernelzero.rewards.ca_grpo_rewards) and its ablation switches."""
@@ -119,6 +122,11 @@ class RewardConfig:
     form: str = "log"  # speedup normalisation (rewards.speedup_score): log or linear
     cap: float = 4.0  # speedup at which S reaches 1
     compiled_counts: bool = False  # CUDA on CPU: c_i = 1 for `compiled` (static checks + nvcc for sm_90; nothing ran)
+    # With the gate on, how the gate-open groups' speed is measured (train/reward.py): "gated" checks every sample's
+    # correctness first and verifies the gate-open groups' correct samples again with timing; "one_pass" times every
+    # correct sample in its one verification (the judge times only what passed correctness) and keeps the speed
+    # term where the gate opens: no second verification, at the cost of timing the gate-shut groups' correct samples
+    timed_pass: str = "gated"
 
 
 @dataclass(frozen=True)
@@ -292,6 +300,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     _one_of(f"{where}.backend", cfg.backend, BACKENDS)
     _one_of(f"{where}.reward.baseline", r.baseline, ("eager", "compile"))
     _one_of(f"{where}.reward.form", r.form, ("log", "linear"))
+    _one_of(f"{where}.reward.timed_pass", r.timed_pass, TIMED_PASSES)
     _one_of(f"{where}.warm_start.lr_schedule", cfg.warm_start.lr_schedule, ("cosine", "constant"))
     checks = [
         (g.group_size >= 2, "grpo.group_size must be >= 2 (GRPO compares samples within a group)"),

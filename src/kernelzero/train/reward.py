@@ -27,7 +27,10 @@ group's gate opens, so by default (`timing` below: "gated") every completion is 
 without timing, the gate of each group is computed from those checks, and only the correct samples of groups whose
 gate opens are verified again with timing (the verdict of that second, timed verification is the sample's; it runs
 RETIMED_TRIALS correctness trials, as the first pass ran all of them on fresh secret inputs and the timing checks
-every timed and audit call's outputs again). With the gate off every correct sample is timed in one pass ("all");
+every timed and audit call's outputs again). With `reward.timed_pass: one_pass`, or with the gate off, every
+correct sample is timed in its one verification ("all": the judge times only what passed correctness), and the gate
+still decides whose speed counts: no sample is verified twice, and the gate-shut groups' correct samples are timed
+for nothing (on the miniature's middle-of-training mix, 3 of 33 correct samples; bench/service.md);
 with `correctness_only` or beta = 0 nothing is timed ("none"). Through the HTTP service timing is the server's
 setting, so it is one pass ("all"). CUDA on CPU (`compiled_counts`) is compile-checked only: c_i = 1 for a
 `compiled` verdict, nothing timed. The local pool on a machine without a GPU times nothing either ("none": its
@@ -161,7 +164,7 @@ class CoderReward:
         """Which samples are timed: "none", "all" (one pass) or "gated" (see the module docstring)."""
         if self.reward.correctness_only or self.reward.beta == 0 or self.reward.compiled_counts or not self.times_here:
             return "none"
-        if not self.reward.gate or self.verifier.via == "http":
+        if not self.reward.gate or self.verifier.via == "http" or self.reward.timed_pass == "one_pass":
             return "all"
         return "gated"
 
