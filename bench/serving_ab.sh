@@ -3,7 +3,7 @@
 # machine (carry [".gpu"], timeout_s 600): bench/reward_step.py, two steps per variant, one variant after the other.
 #   bash bench/serving_ab.sh COMMIT [VARIANT ...]
 # A variant is a comma-separated list of `serves=N` (requests a judge serves: verify/judge/serving.py, default 8),
-# `per_gpu=N` (verifications in flight per GPU, default the config's) and VAR=value settings for the run, e.g. "serves=8,KZ_PREDRAW=1,KZ_TRITON_SEED=1" "serves=8" (the opt-ins against the
+# `per_gpu=N` (verifications in flight per GPU, default the config's), `timed_pass=one_pass` (reward.timed_pass) and VAR=value settings for the run, e.g. "serves=8,KZ_PREDRAW=1,KZ_TRITON_SEED=1" "serves=8" (the opt-ins against the
 # default). Without variants: "serves=8" "serves=1" (the serving judges' A/B of the sixteenth session).
 # Each run is bounded (KZ_AB_RUN_S, default 260 s) and writes its rows as it goes; the verdict logs count the
 # verifications served by a kept reference. Everything comes back in $OUT/serving_ab.tgz and a summary on stdout.
@@ -30,6 +30,7 @@ for variant in "${variants[@]}"; do
     case "$part" in
       serves=*) serves="${part#serves=}" ;;
       per_gpu=*) per_gpu=(--per-gpu "${part#per_gpu=}") ;;
+      timed_pass=*) per_gpu+=(--timed-pass "${part#timed_pass=}") ;;
       *=*) settings+=("$part") ;;
       *) echo "not a setting: $part (in $variant)"; exit 2 ;;
     esac
