@@ -24,20 +24,21 @@ variants=("${@:2}")
 for variant in "${variants[@]}"; do
   serves=8
   per_gpu=()
+  extra=()
   settings=()
   IFS=',' read -ra parts <<< "$variant"
   for part in "${parts[@]}"; do
     case "$part" in
       serves=*) serves="${part#serves=}" ;;
       per_gpu=*) per_gpu=(--per-gpu "${part#per_gpu=}") ;;
-      timed_pass=*) per_gpu+=(--timed-pass "${part#timed_pass=}") ;;
+      timed_pass=*) extra+=(--timed-pass "${part#timed_pass=}") ;;
       *=*) settings+=("$part") ;;
       *) echo "not a setting: $part (in $variant)"; exit 2 ;;
     esac
   done
   name="${variant//[^A-Za-z0-9_]/_}"
   env "${settings[@]}" KZ_VERDICT_LOG="$raw/verdicts_$name.jsonl" timeout -k 10 "${KZ_AB_RUN_S:-260}" \
-    python3 bench/reward_step.py --steps 2 --serves "$serves" "${per_gpu[@]}" --out "$raw/$name" > "$raw/$name.log" 2>&1
+    python3 bench/reward_step.py --steps 2 --serves "$serves" "${per_gpu[@]}" "${extra[@]}" --out "$raw/$name" > "$raw/$name.log" 2>&1
   echo "$variant: exit $? at $SECONDS s"
   tail -4 "$raw/$name.log"
   kept=$(grep -c "reference process was kept" "$raw/verdicts_$name.jsonl" 2>/dev/null)
