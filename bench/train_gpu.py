@@ -195,6 +195,14 @@ def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -
     return False
 
 
+def item1_gains(curve: list[dict]) -> list[dict]:
+    """Each later pass@1 point against the warm start's, paired over tasks, and whether it meets issue 24 item 1:
+    held-out pass@1 up by at least 10 points and beyond its 95% interval (tasks as the unit: the low end above 0)."""
+    from kernelzero.train.probe import curve_gains
+
+    return [{**g, "item1_met": g["gain"] >= 0.10 and g["ci"][0] > 0} for g in curve_gains(curve)]
+
+
 def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     out = _out(args)
     curve = read_jsonl(run / "curve.jsonl")
@@ -211,6 +219,10 @@ def _report_miniature(args: argparse.Namespace, run: Path) -> None:
         "verify_s",
     ]
     print(_table(curve, keys))
+    gains = item1_gains(curve)
+    shown = [{**g, "ci": [round(c, 3) for c in g["ci"]]} for g in gains]
+    print(_table(shown, ["label", "step", "tasks", "before", "after", "gain", "ci", "item1_met"]))
+    (out / "miniature_gains.json").write_text(json.dumps(gains, indent=1) + "\n")
     skeys = [
         "step",
         "correct_rate",

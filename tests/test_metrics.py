@@ -11,6 +11,7 @@ import json
 from dataclasses import replace
 from math import comb
 
+import numpy as np
 import pytest
 
 from kernelzero import metrics
@@ -273,3 +274,39 @@ def test_a_run_of_skipped_samples_only_has_no_metrics_and_no_timings():
     o = m["overall"]
     assert (o["tasks"], o["samples"], o["pass@k"], o["fast_p"]) == (0, 0, {}, None)
     assert o["skipped"] == {"infra_error": 1, "task_broken": 1}
+
+
+def test_a_task_mean_interval_is_reproducible_and_refuses_bad_input():
+    from kernelzero.metrics import task_mean_ci
+
+    values = [0.0, 0.25, 0.5, 1.0] * 16
+    assert task_mean_ci(values) == task_mean_ci(values)  # a fixed seed
+    mean, low, high = task_mean_ci(values)
+    assert low < mean < high and mean == pytest.approx(0.4375)
+    # 64 tasks: the interval is about +-2 standard errors of the mean over tasks
+    se = np.std(values) / np.sqrt(len(values))
+    assert high - low == pytest.approx(2 * 1.96 * se, rel=0.1)
+    assert task_mean_ci([]) is None
+    with pytest.raises(ValueError, match="finite"):
+        task_mean_ci([0.5, float("nan")])
+    with pytest.raises(ValueError, match="level"):
+        task_mean_ci([0.5], level=1.0)
+
+
+def test_a_paired_gain_counts_only_shared_tasks_and_cancels_each_tasks_difficulty():
+    from kernelzero.metrics import paired_gain
+
+    # hard and easy tasks, each up by 0.25: unpaired intervals would overlap, the paired one is exact
+    before = {f"t{i}": (0.0 if i % 2 else 0.75) for i in range(40)}
+    after = {t: p + 0.25 for t, p in before.items()}
+    gain = paired_gain(before, {**after, "only_after": 1.0})
+    assert gain["tasks"] == 40 and gain["gain"] == pytest.approx(0.25) and gain["ci"] == pytest.approx([0.25, 0.25])
+    # no change on most tasks, a gain on a few: the interval's low end stays at or below the mean, above 0 here
+    mixed = {t: before[t] + (0.5 if i < 10 else 0.0) for i, t in enumerate(before)}
+    found = paired_gain(before, mixed)
+    assert found["gain"] == pytest.approx(0.125) and 0 < found["ci"][0] < 0.125 < found["ci"][1]
+    # noise around no change: the interval holds 0
+    noisy = {t: before[t] + (0.25 if i % 4 == 0 else -0.25 if i % 4 == 2 else 0.0) for i, t in enumerate(before)}
+    low, high = paired_gain(before, noisy)["ci"]
+    assert low < 0 < high
+    assert paired_gain({"a": 0.0}, {"b": 1.0}) is None

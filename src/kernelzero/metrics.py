@@ -12,6 +12,8 @@ one definition. They follow KernelBench's definitions:
   eager baseline): the share of tasks that are faster than p beyond the timing noise. fast_p stays on the point
   estimate, as KernelBench reports it.
 - geometric-mean speedup over correct samples with a timing; incorrect samples are left out, not penalised.
+- task_mean_ci / paired_gain: a mean over tasks (each task's pass@1) with a percentile bootstrap interval, tasks as
+  the unit, and the paired change between two evaluations of the same tasks (each task's difference is the unit).
 - skipped samples: a verdict whose status is in `types.SKIPPED_STATUSES` (`infra_error`, `task_broken`) is not the
   candidate's, so every metric above leaves the sample out: a task's n is its samples with a real verdict, its
   first sample the first of those, and a task with none is not counted. Each group reports them apart, per status
@@ -108,6 +110,56 @@ def geomean_speedup(speedups: Iterable[float | None]) -> float | None:
     if any(not (v > 0 and math.isfinite(v)) for v in values):
         raise ValueError(f"speedups must be positive and finite, got {values}")
     return round(float(np.exp(np.mean(np.log(values)))), 12)
+
+
+BOOTSTRAP_DRAWS = 10_000
+
+
+def task_mean_ci(
+    values: Sequence[float], level: float = 0.95, draws: int = BOOTSTRAP_DRAWS, seed: int = 0
+) -> tuple[float, float, float] | None:
+    """(mean, low, high): the mean of per-task values and its percentile bootstrap interval at `level`, tasks resampled
+    with replacement (a fixed seed: the same values give the same interval); None for no values.
+
+    >>> task_mean_ci([0.5, 0.5, 0.5])
+    (0.5, 0.5, 0.5)
+    >>> mean, low, high = task_mean_ci([0.0, 1.0] * 32); round(mean, 3), low < 0.4, high > 0.6
+    (0.5, True, True)
+    """
+    if not 0 < level < 1 or draws < 1:
+        raise ValueError(f"level must lie in (0, 1) and draws be at least 1, got {level}, {draws}")
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return None
+    if not np.all(np.isfinite(x)):
+        raise ValueError("per-task values must be finite")
+    means = x[np.random.default_rng(seed).integers(0, x.size, (draws, x.size))].mean(axis=1)
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(x.mean()), float(min(low, x.mean())), float(max(high, x.mean()))
+
+
+def paired_gain(before: dict[str, float], after: dict[str, float], level: float = 0.95) -> dict[str, Any] | None:
+    """The change from `before` to `after` (per-task values, e.g. pass@1, keyed by task) over the tasks both hold, with
+    a bootstrap interval over those tasks' differences (paired: a task's own difficulty cancels); None when they share
+    no task.
+
+    >>> paired_gain({"a": 0.0, "b": 0.25}, {"a": 0.5, "b": 0.75, "c": 1.0})
+    {'tasks': 2, 'before': 0.125, 'after': 0.625, 'gain': 0.5, 'ci': [0.5, 0.5], 'level': 0.95}
+    """
+    common = sorted(set(before) & set(after))
+    if not common:
+        return None
+    found = task_mean_ci([after[t] - before[t] for t in common], level)
+    assert found is not None
+    gain, low, high = found
+    return {
+        "tasks": len(common),
+        "before": float(np.mean([before[t] for t in common])),
+        "after": float(np.mean([after[t] for t in common])),
+        "gain": gain,
+        "ci": [low, high],
+        "level": level,
+    }
 
 
 class _Row(NamedTuple):

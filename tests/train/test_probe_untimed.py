@@ -47,6 +47,8 @@ def test_the_probe_times_only_when_asked(setup, timed):
     assert reward.timing == "gated"
     result = probe_pass1(model, tok, tasks, reward, samples=2, max_new_tokens=8, batch_size=4, timed=timed)
     assert result["pass1"] == 1.0 and result["gate_open_share"] == 1.0
+    # each task's pass@1 is kept, so two points on the same tasks compare pairwise (metrics.paired_gain)
+    assert result["per_task"] == {t.name: 1.0 for t in tasks} and result["pass1_ci95"] == [1.0, 1.0]
     assert [t for _, t in reward.batches] == ([False, True] if timed else [False])
     if timed:
         assert result["reward_mean"] > 1.0  # the speed term of the timed pass

@@ -95,3 +95,27 @@ def test_a_pass1_point_that_would_outrun_the_call_is_skipped_saying_why(tmp_path
     assert "more than a whole call's 480 s" in capsys.readouterr().out
     samples = 4 * 16  # 64 samples: about 145 s, fits
     assert train_gpu._point_fits(args, samples, run, "warm start")
+
+
+def test_the_report_compares_each_point_with_the_warm_start_pairwise_and_says_whether_item_1_holds():
+    """Issue 24 item 1: held-out pass@1 up by at least 10 points and beyond its 95% interval, tasks as the unit."""
+    train_gpu = _train_gpu()
+    tasks = [f"t{i}" for i in range(64)]
+    warm = {t: 0.25 * (i % 2) for i, t in enumerate(tasks)}  # pass@1 0.125
+    small = {t: p + (0.25 if i < 16 else 0.0) for i, (t, p) in enumerate(warm.items())}  # +0.0625
+    large = {t: p + (0.5 if i < 24 else 0.0) for i, (t, p) in enumerate(warm.items())}  # +0.1875
+    noise = {t: p + (0.5 if i % 8 == 0 else -0.25 if i % 8 == 1 else 0.0) for i, (t, p) in enumerate(warm.items())}
+    curve = [
+        {"label": "warm start", "step": 0, "per_task": warm},
+        {"label": "old point", "step": 2},  # written before per_task was kept: left out
+        {"label": "GRPO call 1", "step": 4, "per_task": small},
+        {"label": "GRPO call 2", "step": 8, "per_task": large},
+        {"label": "GRPO call 3", "step": 12, "per_task": noise},
+    ]
+    rows = {r["label"]: r for r in train_gpu.item1_gains(curve)}
+    assert list(rows) == ["GRPO call 1", "GRPO call 2", "GRPO call 3"]
+    assert rows["GRPO call 1"]["gain"] == 0.0625 and rows["GRPO call 1"]["ci"][0] > 0
+    assert not rows["GRPO call 1"]["item1_met"]  # beyond its interval, but under 10 points
+    assert rows["GRPO call 2"]["gain"] == 0.1875 and rows["GRPO call 2"]["item1_met"]
+    assert rows["GRPO call 3"]["ci"][0] <= 0 and not rows["GRPO call 3"]["item1_met"]
+    assert train_gpu.item1_gains(curve[1:]) == []  # no warm-start point, nothing to compare with

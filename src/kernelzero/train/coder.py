@@ -174,7 +174,7 @@ def _warm_probe(
         result = probe_pass1(
             model, tokenizer, tasks, reward, w.probe_samples, g.temperature, g.max_completion_length, timed=False
         )
-        _log(f"warm-start probe: {result}")
+        _log(f"warm-start probe: { {k: v for k, v in result.items() if k != 'per_task'} }")
         record_probe_time(run, "warm-start probe", len(tasks) * w.probe_samples, result)
         return result["pass1"]
 

@@ -1,12 +1,14 @@
 """Held-out pass@1 of a policy in memory: sample, verify through the training verifier, score.
 
     result = probe_pass1(model, tokenizer, tasks, reward, samples=4, temperature=1.0, max_new_tokens=512)
-    result["pass1"], result["reward_mean"], result["statuses"]
+    result["pass1"], result["pass1_ci95"], result["per_task"], result["reward_mean"], result["statuses"]
 
 Used where a full `kernelzero eval` run (which reloads the model from disk and has its own pool settings) would
 be too slow: the warm start's stopping rule, and the miniature's curve between GRPO calls (bench/train_gpu.py).
 pass@1 is the unbiased estimate c/n per task, averaged over tasks; c counts verdicts correct under the strict
-policy, exactly as the CA-GRPO reward does (the verification goes through `CoderReward.verify`).
+policy, exactly as the CA-GRPO reward does (the verification goes through `CoderReward.verify`). Each task's pass@1
+is kept (`per_task`) with the mean's 95% bootstrap interval, tasks as the unit (`metrics.task_mean_ci`), so two
+points of a curve on the same tasks compare pairwise (`metrics.paired_gain`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from kernelzero.metrics import paired_gain, task_mean_ci
 from kernelzero.train.reward import CoderReward, group_rewards, is_skipped_row
 from kernelzero.train.warm_start import prompt_text
 from kernelzero.types import Task
@@ -87,16 +90,19 @@ def probe_pass1(
     scored = [x for x in rewards if x is not None]  # skipped samples (infra_error, task_broken) have no reward
     if was_training:
         model.train()
-    per_task = []  # pass@1 of each task over its samples with a real verdict (a task with none is left out)
-    for i in range(0, len(rows), samples):
+    per_task = {}  # pass@1 of each task over its samples with a real verdict (a task with none is left out)
+    for task, i in zip(tasks, range(0, len(rows), samples)):
         judged = [r[1] for r in rows[i : i + samples] if not is_skipped_row(r)]
         if judged:
-            per_task.append(sum(judged) / len(judged))
+            per_task[task.name] = sum(judged) / len(judged)
+    interval = task_mean_ci(list(per_task.values()))
     return {
         "tasks": len(tasks),
         "samples": samples,
-        "pass1": sum(per_task) / len(per_task) if per_task else 0.0,
-        "tasks_solved": sum(1 for p in per_task if p > 0),
+        "pass1": sum(per_task.values()) / len(per_task) if per_task else 0.0,
+        "pass1_ci95": None if interval is None else [round(interval[1], 4), round(interval[2], 4)],
+        "per_task": per_task,
+        "tasks_solved": sum(1 for p in per_task.values() if p > 0),
         "reward_mean": None if untimed else sum(scored) / len(scored) if scored else 0.0,
         "gate_open_share": sum(gates) / len(gates) if gates else 0.0,
         "statuses": dict(sorted(Counter(r[3] for r in rows).items())),
@@ -104,3 +110,20 @@ def probe_pass1(
         "generate_s": round(generated - start, 1),
         "verify_s": round(time.monotonic() - generated, 1),
     }
+
+
+def curve_gains(curve: Sequence[dict[str, Any]], base: str = "warm start", level: float = 0.95) -> list[dict[str, Any]]:
+    """Each later point of a pass@1 curve (rows of `probe_pass1` results with a `label`) against the point labelled
+    `base` (its first), paired over the tasks both evaluated (`metrics.paired_gain`): label, step, tasks, before, after,
+    gain and its interval. Points without `per_task` (written before it was kept) are left out; no base, no rows."""
+    first = next((p for p in curve if p.get("label") == base and p.get("per_task")), None)
+    if first is None:
+        return []
+    rows = []
+    for point in curve:
+        if point is first or not point.get("per_task"):
+            continue
+        gain = paired_gain(first["per_task"], point["per_task"], level)
+        if gain is not None:
+            rows.append({"label": point.get("label"), "step": point.get("step"), **gain})
+    return rows
