@@ -42,6 +42,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("reward:\n  gate: yes please\n", "reward.gate must be true or false"),
         ("reward:\n  alpha: 1.5\n", "alpha in"),
         ("reward:\n  timed_pass: twice\n", "reward.timed_pass must be one of gated, one_pass"),
+        ("tasks:\n  disjoint: api\n", "tasks.disjoint must be one of forward, api_set"),
         ("grpo:\n  group_size: 1\n", "group_size must be >= 2"),
         ("grpo:\n  loss_type: ppo\n", "grpo.loss_type must be one of"),
         ("verifier:\n  via: http\n", "needs verifier.url"),
@@ -103,6 +104,42 @@ def test_generator_is_deterministic_distinct_and_round_trips(tmp_path):
     assert read_solutions(path) == {f"level1/{t.name}": t.solution for t in a[:5]}
     with pytest.raises(ValueError, match="distinct tasks"):
         make_tasks(500, seed=0, max_steps=1)
+
+
+def test_held_out_tasks_share_no_api_set_with_training_and_the_run_writes_them(tmp_path):
+    """Issue 24 item 1: the held-out split is disjoint from training by forward and by API set (ops and reduction);
+    the training splits may share API sets with each other. The miniature config asks for it; the CPU one does not."""
+    from kernelzero.train.coder import prepare_tasks
+    from kernelzero.train.miniature import api_set, make_splits, tokenizer_code
+
+    sizes = {"test": 30, "rl": 40, "sft": 200}
+    splits = make_splits(sizes, seed=5, rows=4, cols=32)
+    assert splits == make_splits(sizes, seed=5, rows=4, cols=32) and {k: len(v) for k, v in splits.items()} == sizes
+    keys = {name: {api_set(t) for t in tasks} for name, tasks in splits.items()}
+    assert not keys["test"] & (keys["rl"] | keys["sft"]) and keys["rl"] & keys["sft"]
+    everything = [t for tasks in splits.values() for t in tasks]
+    assert len({(t.steps, t.reduction) for t in everything}) == len({t.name for t in everything}) == 270
+    assert api_set(everything[0]) == tuple(sorted({op for op, _ in everything[0].steps})) + (
+        (everything[0].reduction,) if everything[0].reduction else ()
+    )
+    assert make_splits({"test": 0, "rl": 5}, seed=1)["test"] == []
+    with pytest.raises(ValueError, match="API sets apart"):
+        make_splits({"test": 40, "sft": 40}, seed=0, max_steps=1)  # 13 ops x 4 reductions: too few API sets
+    with pytest.raises(ValueError, match="name 'test'"):
+        make_splits({"rl": 4}, seed=0)
+
+    assert load_config(ROOT / "configs" / "tiny-gpu.yaml").tasks.disjoint == "api_set"
+    assert load_config(ROOT / "configs" / "tiny-cpu.yaml").tasks.disjoint == "forward"
+    text = "tasks:\n  disjoint: api_set\n  n_sft: 60\n  n_rl: 20\n  n_test: 10\n  rows: 4\n  cols: 32\n"
+    cfg = load_config(write(tmp_path, text), {"run_dir": str(tmp_path / "run")})
+    written, solutions = prepare_tasks(cfg, tmp_path / "run")
+    by_name = {
+        t.name: t for tasks in make_splits({"test": 10, "rl": 20, "sft": 60}, rows=4, cols=32).values() for t in tasks
+    }
+    sets = {name: {api_set(by_name[t.name.split("/")[-1]]) for t in tasks} for name, tasks in written.items()}
+    assert not sets["test"] & (sets["rl"] | sets["sft"])
+    # the tokenizer's corpus holds no held-out solution
+    assert not {solutions[t.name] for t in written["test"]} & set(tokenizer_code(cfg.tasks, written, solutions))
 
 
 def test_generated_kernels_pass_the_verifier(tmp_path):

@@ -30,7 +30,7 @@ from kernelzero.evaluation.run import EvalConfig, run_eval
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.train.config import CoderTrainConfig, to_plain
 from kernelzero.train.logs import StepLog, TimeBudget
-from kernelzero.train.miniature import make_tasks, read_solutions, write_split
+from kernelzero.train.miniature import draw_splits, read_solutions, tokenizer_code, write_split
 from kernelzero.train.report import write_train_report
 from kernelzero.train.reward import CoderReward, run_reward
 from kernelzero.types import Task
@@ -83,10 +83,8 @@ def prepare_tasks(cfg: CoderTrainConfig, run: Path) -> tuple[dict[str, list[Task
     t = cfg.tasks
     folder = run / "tasks"
     if not (folder / "test.jsonl").exists():
-        tasks = make_tasks(t.n_test + t.n_rl + t.n_sft, seed=t.seed, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
-        write_split(tasks[: t.n_test], folder / "test.jsonl")
-        write_split(tasks[t.n_test : t.n_test + t.n_rl], folder / "rl.jsonl")
-        write_split(tasks[t.n_test + t.n_rl :], folder / "sft.jsonl")
+        for split, chosen in draw_splits(t).items():
+            write_split(chosen, folder / f"{split}.jsonl")
     splits, solutions = {}, {}
     for split in ("sft", "rl", "test"):
         path = folder / f"{split}.jsonl"
@@ -121,10 +119,9 @@ def prepare_policy(cfg: CoderTrainConfig, run: Path, splits: dict, solutions: di
 
     init = Path(cfg.model.path) if cfg.model.path else run / "policy_init"
     if cfg.model.path is None and not (init / "config.json").exists():
-        t = cfg.tasks  # more tasks of the same generator than the splits hold, so common code words merge
-        extra = make_tasks(256, seed=t.seed + 1, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
-        corpus = [prompt_text_plain(x, cfg.backend) for x in splits["sft"][:64]] + list(solutions.values())
-        corpus += [x.solution for x in extra] + [x.source for x in extra]
+        corpus = [prompt_text_plain(x, cfg.backend) for x in splits["sft"][:64]] + tokenizer_code(
+            cfg.tasks, splits, solutions
+        )
         tok = build_tokenizer(corpus, cfg.model.vocab_size)
         model = build_model(cfg.model, tok)
         save_policy(model, tok, init)

@@ -38,6 +38,9 @@ class TaskConfig:
     n_sft: int = 1000  # tasks for the supervised warm start
     n_rl: int = 64  # tasks for GRPO (unseen by the warm start)
     n_test: int = 64  # held-out tasks for evaluation (unseen by both)
+    # "forward": the splits differ by forward only; "api_set": no API set (ops and reduction) is in two splits, so a
+    # held-out task's combination of APIs was never trained on (miniature.make_splits)
+    disjoint: str = "forward"
     suite: str | None = None  # GRPO on this suite instead of the rl split (kz-basic, a KernelBench folder, a .jsonl)
     test_suite: str | None = None  # evaluate on this suite instead of the test split
     test_levels: list[int] | None = None  # only these levels of test_suite (KernelBench: [1, 2]); None: all
@@ -301,6 +304,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     _one_of(f"{where}.reward.baseline", r.baseline, ("eager", "compile"))
     _one_of(f"{where}.reward.form", r.form, ("log", "linear"))
     _one_of(f"{where}.reward.timed_pass", r.timed_pass, TIMED_PASSES)
+    _one_of(f"{where}.tasks.disjoint", cfg.tasks.disjoint, ("forward", "api_set"))
     _one_of(f"{where}.warm_start.lr_schedule", cfg.warm_start.lr_schedule, ("cosine", "constant"))
     checks = [
         (g.group_size >= 2, "grpo.group_size must be >= 2 (GRPO compares samples within a group)"),

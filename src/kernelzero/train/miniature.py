@@ -13,15 +13,20 @@ step for step, so the mapping from reference to kernel is learnable yet never co
     tasks = make_tasks(200, seed=0, rows=64, cols=256)     # list[MiniTask], distinct forwards
     write_split(tasks[:50], Path("runs/mini/test.jsonl"))   # a suite file `kernelzero eval` can load
 
+`make_splits` draws splits whose API sets (a task's ops, order and constants aside, and its reduction) are disjoint,
+so a held-out task's combination of APIs was never trained on (issue 24 item 1: disjoint by hash and by API set).
+
 Every task is checked by tests (CPU, Triton's interpreter) to pass `kernelzero verify` with its kernel.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # name -> (reference line, kernel line); "{c}" is a constant drawn per step
 UNARY = {
@@ -205,6 +210,81 @@ def make_tasks(count: int, seed: int = 0, rows: int = 64, cols: int = 256, max_s
     if len(tasks) < count:
         raise ValueError(f"only {len(tasks)} distinct tasks fit max_steps={max_steps}; asked for {count}")
     return tasks
+
+
+def api_set(task: MiniTask) -> tuple[str, ...]:
+    """The torch APIs a task's forward uses, order and constants aside: its distinct ops, then its reduction."""
+    return tuple(sorted({op for op, _ in task.steps})) + ((task.reduction,) if task.reduction else ())
+
+
+def _bucket(seed: int, key: tuple[str, ...]) -> float:
+    """A uniform number in [0, 1) fixed by the seed and the API set."""
+    digest = hashlib.sha256(f"{seed}:{','.join(key)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def make_splits(
+    sizes: dict[str, int], seed: int = 0, rows: int = 64, cols: int = 256, max_steps: int = 4, held_out: str = "test"
+) -> dict[str, list[MiniTask]]:
+    """Splits of the given sizes (name -> count) whose tasks have pairwise distinct forwards, the `held_out` split's
+    API sets (`api_set`) disjoint from every other split's: each API set is held out or not by a seeded hash (held out
+    with the held-out split's share of the tasks, at least 10%); the other splits share theirs, each task going to the
+    first of them (in `sizes` order) with room. Names are numbered in the order drawn (`mini_00000`, ...). The
+    same arguments give the same splits; raises when the sizes cannot be filled."""
+    if held_out not in sizes or any(n < 0 for n in sizes.values()) or sum(sizes.values()) < 1:
+        raise ValueError(f"split sizes must be >= 0 with at least one task and name {held_out!r}, got {sizes}")
+    if rows < 1 or cols < 1 or max_steps < 1:
+        raise ValueError(f"rows, cols and max_steps must be >= 1, got {rows}, {cols}, {max_steps}")
+    share = max(sizes[held_out] / sum(sizes.values()), 0.1) if sizes[held_out] else 0.0
+    rng = random.Random(seed)
+    seen: set[tuple] = set()
+    out: dict[str, list[MiniTask]] = {name: [] for name in sizes}
+    full = lambda name: len(out[name]) == sizes[name]  # noqa: E731
+    for _ in range(sum(sizes.values()) * 200):
+        if all(full(name) for name in sizes):
+            break
+        steps = _draw_steps(rng, max_steps)
+        reduction = rng.choice(("", "") + tuple(REDUCTIONS))
+        if (steps, reduction) in seen:
+            continue
+        seen.add((steps, reduction))
+        key = tuple(sorted({op for op, _ in steps})) + ((reduction,) if reduction else ())
+        if _bucket(seed, key) < share:
+            split = held_out
+        else:
+            split = next((name for name in sizes if name != held_out and not full(name)), held_out)
+        if split == held_out and _bucket(seed, key) >= share or full(split):
+            continue
+        source, solution = reference_source(steps, reduction, rows, cols), solution_source(steps, reduction)
+        out[split].append(MiniTask(f"mini_{len(seen) - 1:05d}", steps, reduction, source, solution))
+    if not all(full(name) for name in sizes):
+        got = {name: len(tasks) for name, tasks in out.items()}
+        raise ValueError(
+            f"only {got} tasks with {held_out!r}'s API sets apart fit max_steps={max_steps}; asked {sizes}"
+        )
+    return out
+
+
+def draw_splits(t: Any) -> dict[str, list[MiniTask]]:
+    """The test, rl and sft splits a run's `tasks` config (config.TaskConfig) asks for: API-set disjoint
+    (`make_splits`) with `disjoint: api_set`, else consecutive slices of one `make_tasks` draw."""
+    sizes = {"test": t.n_test, "rl": t.n_rl, "sft": t.n_sft}
+    if t.disjoint == "api_set":
+        return make_splits(sizes, seed=t.seed, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+    tasks = make_tasks(sum(sizes.values()), seed=t.seed, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+    return {"test": tasks[: t.n_test], "rl": tasks[t.n_test : t.n_test + t.n_rl], "sft": tasks[t.n_test + t.n_rl :]}
+
+
+def tokenizer_code(t: Any, splits: dict, solutions: dict[str, str]) -> list[str]:
+    """Code the tokenizer's merges are fitted on (`t`: the run's config.TaskConfig): every split's solutions and more
+    of the generator's tasks, so common code words merge; with API-set-disjoint splits only the training splits'
+    solutions, so nothing of the held-out split (its solutions, or a generated task of its API sets) shapes even the
+    vocabulary."""
+    if t.disjoint == "api_set":
+        training = {task.name for task in splits["sft"] + splits["rl"]}
+        return [code for name, code in solutions.items() if name in training]
+    extra = make_tasks(256, seed=t.seed + 1, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+    return list(solutions.values()) + [x.solution for x in extra] + [x.source for x in extra]
 
 
 def answer_text(task: MiniTask) -> str:
