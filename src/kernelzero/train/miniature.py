@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,33 +185,34 @@ def _draw_steps(rng: random.Random, max_steps: int) -> tuple[tuple[str, str], ..
     return tuple(steps)
 
 
+def _forwards(seed: int, max_steps: int, tries: int) -> Iterator[tuple[tuple[tuple[str, str], ...], str]]:
+    """(steps, reduction) of each distinct forward drawn from `seed`, in order, in at most `tries` draws (a repeat is
+    skipped); the caller stops drawing when it has what it needs."""
+    rng = random.Random(seed)
+    seen: set[tuple] = set()
+    for _ in range(tries):
+        steps = _draw_steps(rng, max_steps)
+        reduction = rng.choice(("", "") + tuple(REDUCTIONS))
+        if (steps, reduction) not in seen:
+            seen.add((steps, reduction))
+            yield steps, reduction
+
+
+def _task(index: int, steps: tuple[tuple[str, str], ...], reduction: str, rows: int, cols: int) -> MiniTask:
+    source, solution = reference_source(steps, reduction, rows, cols), solution_source(steps, reduction)
+    return MiniTask(f"mini_{index:05d}", steps, reduction, source, solution)
+
+
 def make_tasks(count: int, seed: int = 0, rows: int = 64, cols: int = 256, max_steps: int = 4) -> list[MiniTask]:
     """`count` tasks with pairwise distinct forwards, drawn from `seed` (the same arguments give the same list)."""
     if count < 1 or rows < 1 or cols < 1 or max_steps < 1:
         raise ValueError(f"count, rows, cols and max_steps must be >= 1, got {count}, {rows}, {cols}, {max_steps}")
-    rng = random.Random(seed)
-    seen: set[tuple] = set()
     tasks: list[MiniTask] = []
-    for _ in range(count * 50):
+    for steps, reduction in _forwards(seed, max_steps, count * 50):
+        tasks.append(_task(len(tasks), steps, reduction, rows, cols))
         if len(tasks) == count:
-            break
-        steps = _draw_steps(rng, max_steps)
-        reduction = rng.choice(("", "") + tuple(REDUCTIONS))
-        if (steps, reduction) in seen:
-            continue
-        seen.add((steps, reduction))
-        tasks.append(
-            MiniTask(
-                name=f"mini_{len(tasks):05d}",
-                steps=steps,
-                reduction=reduction,
-                source=reference_source(steps, reduction, rows, cols),
-                solution=solution_source(steps, reduction),
-            )
-        )
-    if len(tasks) < count:
-        raise ValueError(f"only {len(tasks)} distinct tasks fit max_steps={max_steps}; asked for {count}")
-    return tasks
+            return tasks
+    raise ValueError(f"only {len(tasks)} distinct tasks fit max_steps={max_steps}; asked for {count}")
 
 
 def _api_key(steps: tuple[tuple[str, str], ...], reduction: str) -> tuple[str, ...]:
@@ -241,35 +243,23 @@ def make_splits(
     if rows < 1 or cols < 1 or max_steps < 1:
         raise ValueError(f"rows, cols and max_steps must be >= 1, got {rows}, {cols}, {max_steps}")
     share = max(sizes[held_out] / sum(sizes.values()), 0.1) if sizes[held_out] else 0.0
-    rng = random.Random(seed)
-    seen: set[tuple] = set()
     out: dict[str, list[MiniTask]] = {name: [] for name in sizes}
 
     def full(name: str) -> bool:
         return len(out[name]) == sizes[name]
 
-    for _ in range(sum(sizes.values()) * 200):
-        if all(full(name) for name in sizes):
-            break
-        steps = _draw_steps(rng, max_steps)
-        reduction = rng.choice(("", "") + tuple(REDUCTIONS))
-        if (steps, reduction) in seen:
-            continue
-        seen.add((steps, reduction))
+    for index, (steps, reduction) in enumerate(_forwards(seed, max_steps, sum(sizes.values()) * 200)):
         if _bucket(seed, _api_key(steps, reduction)) < share:
             split = None if full(held_out) else held_out
         else:
             split = next((name for name in sizes if name != held_out and not full(name)), None)
         if split is None:
             continue
-        source, solution = reference_source(steps, reduction, rows, cols), solution_source(steps, reduction)
-        out[split].append(MiniTask(f"mini_{len(seen) - 1:05d}", steps, reduction, source, solution))
-    if not all(full(name) for name in sizes):
-        got = {name: len(tasks) for name, tasks in out.items()}
-        raise ValueError(
-            f"only {got} tasks with {held_out!r}'s API sets apart fit max_steps={max_steps}; asked {sizes}"
-        )
-    return out
+        out[split].append(_task(index, steps, reduction, rows, cols))
+        if all(full(name) for name in sizes):
+            return out
+    got = {name: len(tasks) for name, tasks in out.items()}
+    raise ValueError(f"only {got} tasks with {held_out!r}'s API sets apart fit max_steps={max_steps}; asked {sizes}")
 
 
 def draw_splits(t: Any) -> dict[str, list[MiniTask]]:
