@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelzero.train.config import load_config
+from kernelzero.train.config import TIMED_PASSES, load_config
 from kernelzero.train.miniature import answer_text, make_tasks
 from kernelzero.train.reward import CoderReward
 from kernelzero.types import Task
@@ -151,7 +151,7 @@ def main() -> None:
     )
     p.add_argument(
         "--timed-pass",
-        choices=("gated", "one_pass"),
+        choices=TIMED_PASSES,
         default=None,
         help="reward.timed_pass: correctness first then the gate-open groups timed (gated), or one timed pass",
     )

@@ -110,7 +110,8 @@ class GRPOSettings:
     vllm_server_base_url: str | None = None  # server mode: http://host:port
 
 
-TIMED_PASSES = ("gated", "one_pass")
+TIMED_PASSES = ("gated", "one_pass")  # reward.timed_pass
+DISJOINT = ("forward", "api_set")  # tasks.disjoint
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     _one_of(f"{where}.reward.baseline", r.baseline, ("eager", "compile"))
     _one_of(f"{where}.reward.form", r.form, ("log", "linear"))
     _one_of(f"{where}.reward.timed_pass", r.timed_pass, TIMED_PASSES)
-    _one_of(f"{where}.tasks.disjoint", cfg.tasks.disjoint, ("forward", "api_set"))
+    _one_of(f"{where}.tasks.disjoint", cfg.tasks.disjoint, DISJOINT)
     _one_of(f"{where}.warm_start.lr_schedule", cfg.warm_start.lr_schedule, ("cosine", "constant"))
     checks = [
         (g.group_size >= 2, "grpo.group_size must be >= 2 (GRPO compares samples within a group)"),

@@ -99,7 +99,7 @@ def probe_pass1(
     return {
         "tasks": len(tasks),
         "samples": samples,
-        "pass1": sum(per_task.values()) / len(per_task) if per_task else 0.0,
+        "pass1": interval[0] if interval is not None else 0.0,
         "pass1_ci95": None if interval is None else [round(interval[1], 4), round(interval[2], 4)],
         "per_task": per_task,
         "tasks_solved": sum(1 for p in per_task.values() if p > 0),
