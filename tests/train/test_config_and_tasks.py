@@ -171,3 +171,16 @@ def test_cli_overrides_are_nested_yaml_values():
     }
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_overrides(["grpo.steps"])
+
+
+def test_accumulation_splits_the_update_not_the_steps_completions(tmp_path):
+    """`grpo.gradient_accumulation_steps` keeps prompts x group completions a step and updates them in micro-batches."""
+    from kernelzero.train.coder import grpo_args
+
+    over = {"grpo": {"prompts_per_step": 16, "group_size": 8, "gradient_accumulation_steps": 8}}
+    args = grpo_args(load_config(ROOT / "configs" / "tiny-cpu.yaml", over), tmp_path, 1)
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (16, 8)
+    assert args.generation_batch_size == 128 and args.steps_per_generation == 8
+    over["grpo"]["gradient_accumulation_steps"] = 3
+    with pytest.raises(ValueError, match="128 completions do not split over 1 process"):
+        grpo_args(load_config(ROOT / "configs" / "tiny-cpu.yaml", over), tmp_path, 1)

@@ -197,8 +197,12 @@ def grpo_args(cfg: CoderTrainConfig, run: Path, world: int) -> Any:
 
     g = cfg.grpo
     total = g.prompts_per_step * g.group_size
-    if total % world:
-        raise ValueError(f"prompts_per_step x group_size = {total} completions do not split over {world} processes")
+    ga = g.gradient_accumulation_steps
+    if ga < 1 or total % (world * ga):
+        raise ValueError(
+            f"prompts_per_step x group_size = {total} completions do not split over {world} process(es) x "
+            f"{ga} accumulation step(s)"
+        )
     device = device_of(cfg)
     vllm = {}
     if g.use_vllm:
@@ -212,9 +216,12 @@ def grpo_args(cfg: CoderTrainConfig, run: Path, world: int) -> Any:
     return GRPOConfig(
         output_dir=str(run / "checkpoints"),
         max_steps=g.steps,
-        per_device_train_batch_size=total // world,
+        # one generation batch of `total` completions a step, its update in `ga` micro-batches (the activations of
+        # one micro-batch at a time: 128 x 2,200 tokens at once took 60 GiB for the miniature's 23M model)
+        per_device_train_batch_size=total // (world * ga),
+        steps_per_generation=ga,
         num_generations=g.group_size,
-        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        gradient_accumulation_steps=ga,
         learning_rate=g.lr,
         lr_scheduler_type="constant",
         warmup_steps=0,

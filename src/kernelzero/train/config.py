@@ -96,7 +96,7 @@ class GRPOSettings:
     kl_beta: float = 0.0  # TRL's beta: KL weight against the start model (0: no reference model)
     epsilon: float = 0.2  # clip range
     num_iterations: int = 1  # updates per generation batch (mu)
-    gradient_accumulation_steps: int = 1
+    gradient_accumulation_steps: int = 1  # micro-batches of a step's update (a step: prompts x group completions)
     lora: dict[str, Any] | None = None  # None: full fine-tuning; else peft LoraConfig fields (r, lora_alpha, ...)
     gradient_checkpointing: bool = False
     save_steps: int = 1  # checkpoint every this many steps (resume after a kill starts from the last)
