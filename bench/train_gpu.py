@@ -4,6 +4,7 @@ Run from the repo root with the `train` extra installed (see bench/train.md for 
 
     python bench/train_gpu.py miniature --call 1      # tasks, model, warm start, pass@1, GRPO until the budget
     python bench/train_gpu.py miniature --call 2      # GRPO (resumed from the checkpoint on the machine), pass@1
+                                                      # (--no-point: no pass@1 point, the call's time to GRPO)
     python bench/train_gpu.py miniature --call 3 --final-eval   # more GRPO, pass@1, `kernelzero eval` if time is left
     python bench/train_gpu.py timing7b --steps 3      # random Qwen2.5-Coder-7B architecture, bf16 + LoRA, HF generation
     python bench/train_gpu.py verify-rate --seconds 120   # verified samples per hour on miniature tasks
@@ -148,20 +149,27 @@ def miniature(args: argparse.Namespace) -> None:
     curve = read_jsonl(run / "curve.jsonl")
     if not any(p["label"] == "warm start" for p in curve) and _point_fits(args, samples, run, "warm start"):
         print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0, policy=run / "warm_start")), flush=True)
-    estimate = point_estimate(run, samples)
-    reserve = (estimate or 45.0) + 45.0  # one pass@1 point and the saves
-    minutes = (_left(args) - reserve - 30.0) / 60.0
+    minutes = grpo_minutes(args, point_estimate(run, samples))
     if minutes > 1.0:
         grpo = dataclasses.replace(cfg.grpo, max_minutes=minutes)
         cfg = dataclasses.replace(cfg, grpo=grpo)
         final = coder.run_grpo(cfg, run, start, splits)
         step = int((final / "step.txt").read_text())
         label = f"GRPO call {args.call}"
-        if _point_fits(args, samples, run, label):
+        if args.no_point:
+            print(f"[call {args.call}] --no-point: no pass@1 point after this call's GRPO (its time went to steps)")
+        elif _point_fits(args, samples, run, label):
             print(json.dumps(_probe_point(cfg, run, splits, label, step)), flush=True)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
     _report_miniature(args, run)
+
+
+def grpo_minutes(args: argparse.Namespace, point_s: float | None) -> float:
+    """Minutes of GRPO this call holds: what is left less this call's pass@1 point (`point_s`, 45 s when nothing
+    was measured; none with --no-point), 45 s for the saves and 30 s of margin."""
+    reserve = (0.0 if args.no_point else (point_s or 45.0)) + 45.0
+    return (_left(args) - reserve - 30.0) / 60.0
 
 
 def point_estimate(run: Path, samples: int) -> float | None:
@@ -371,6 +379,11 @@ def main() -> None:
     p.add_argument("--call", type=int, default=1)
     p.add_argument("--seed", type=int, default=0, help="miniature: run and model seed (a second seed: another --run)")
     p.add_argument("--final-eval", action="store_true")
+    p.add_argument(
+        "--no-point",
+        action="store_true",
+        help="miniature: no pass@1 point after this call's GRPO, its time to GRPO steps (the warm-start point is kept)",
+    )
     p.add_argument("--from-scratch", action="store_true", help="a later call without call 1's state redoes call 1")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--out", default=None)

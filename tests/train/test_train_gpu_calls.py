@@ -119,3 +119,15 @@ def test_the_report_compares_each_point_with_the_warm_start_pairwise_and_says_wh
     assert rows["GRPO call 2"]["gain"] == 0.1875 and rows["GRPO call 2"]["item1_met"]
     assert rows["GRPO call 3"]["ci"][0] <= 0 and not rows["GRPO call 3"]["item1_met"]
     assert train_gpu.item1_gains(curve[1:]) == []  # no warm-start point, nothing to compare with
+
+
+def test_no_point_gives_the_point_s_time_to_grpo():
+    """--no-point (a middle call): the pass@1 point's estimated seconds go to GRPO steps; the saves' stay reserved."""
+    train_gpu = _train_gpu()
+    args = train_gpu.argparse.Namespace(call=2, budget_s=540.0, no_point=False)
+    train_gpu.STARTED = train_gpu.time.monotonic() - 40  # 500 s left
+    with_point = train_gpu.grpo_minutes(args, 194.0)
+    assert 3.8 < with_point < 3.9  # (500 - 194 - 45 - 30) / 60
+    args.no_point = True
+    assert abs(train_gpu.grpo_minutes(args, 194.0) - with_point - 194.0 / 60) < 0.01
+    assert abs(train_gpu.grpo_minutes(args, None) - train_gpu.grpo_minutes(args, 194.0)) < 0.01
