@@ -146,8 +146,8 @@ class _StepLogCallback(TrainerCallback):
 
 class TimeBudget(TrainerCallback):
     """Stop training cleanly, with a checkpoint, before `max_minutes` of training pass (None: never): after a step
-    when the next, as long as the longest so far, would end past the budget (a GRPO step of the miniature takes
-    about 95 s, which stopping only once past the budget added to a device call that had no room for it)."""
+    when the next, as long as the longest so far, would end past the budget (a GRPO step of the miniature takes over
+    a minute, which stopping only once past the budget added to a device call that had no room for it)."""
 
     def __init__(self, max_minutes: float | None, clock: Any = time.time):
         self.max_s = None if max_minutes is None else max_minutes * 60.0
