@@ -211,39 +211,24 @@ def item1_gains(curve: list[dict]) -> list[dict]:
     return [{**g, "item1_met": g["gain"] >= 0.10 and g["ci"][0] > 0} for g in curve_gains(curve)]
 
 
+# the columns the miniature's report prints: its pass@1 curve, and its GRPO steps with their time split
+CURVE_KEYS = "label step pass1 tasks_solved reward_mean gate_open_share mean_tokens generate_s verify_s".split()
+STEP_KEYS = (
+    "step correct_rate reward_mean gate_open_share groups_with_signal geomean_speedup completion_tokens "
+    "time_generate_s time_verify_s time_update_s"
+).split()
+
+
 def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     out = _out(args)
     curve = read_jsonl(run / "curve.jsonl")
     steps = read_jsonl(run / "steps.jsonl")
-    keys = [
-        "label",
-        "step",
-        "pass1",
-        "tasks_solved",
-        "reward_mean",
-        "gate_open_share",
-        "mean_tokens",
-        "generate_s",
-        "verify_s",
-    ]
-    print(_table(curve, keys))
+    print(_table(curve, CURVE_KEYS))
     gains = item1_gains(curve)
     shown = [{**g, "ci": [round(c, 3) for c in g["ci"]]} for g in gains]
     print(_table(shown, ["label", "step", "tasks", "before", "after", "gain", "ci", "item1_met"]))
     (out / "miniature_gains.json").write_text(json.dumps(gains, indent=1) + "\n")
-    skeys = [
-        "step",
-        "correct_rate",
-        "reward_mean",
-        "gate_open_share",
-        "groups_with_signal",
-        "geomean_speedup",
-        "completion_tokens",
-        "time_generate_s",
-        "time_verify_s",
-        "time_update_s",
-    ]
-    print(_table(steps, skeys))
+    print(_table(steps, STEP_KEYS))
     warm = run / "warm_start.jsonl"
     files = {
         "curve.jsonl": run / "curve.jsonl",
@@ -379,11 +364,7 @@ def main() -> None:
     p.add_argument("--call", type=int, default=1)
     p.add_argument("--seed", type=int, default=0, help="miniature: run and model seed (a second seed: another --run)")
     p.add_argument("--final-eval", action="store_true")
-    p.add_argument(
-        "--no-point",
-        action="store_true",
-        help="miniature: no pass@1 point after this call's GRPO, its time to GRPO steps (the warm-start point is kept)",
-    )
+    p.add_argument("--no-point", action="store_true", help="miniature: this call's time to GRPO, no pass@1 point after")
     p.add_argument("--from-scratch", action="store_true", help="a later call without call 1's state redoes call 1")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--out", default=None)

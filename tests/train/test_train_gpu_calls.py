@@ -32,11 +32,7 @@ def test_call_2_without_call_1_state_stops_at_once_saying_what_is_missing(tmp_pa
 
 
 def test_call_3_finds_call_1_state(tmp_path):
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import train_gpu
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    train_gpu = _train_gpu()
     run = tmp_path / "run"
     (run / "warm_start").mkdir(parents=True)
     (run / "warm_start" / "config.json").write_text("{}")
