@@ -214,7 +214,7 @@ def item1_gains(curve: list[dict]) -> list[dict]:
 # the columns the miniature's report prints: its pass@1 curve, and its GRPO steps with their time split
 CURVE_KEYS = "label step pass1 tasks_solved reward_mean gate_open_share mean_tokens generate_s verify_s".split()
 STEP_KEYS = (
-    "step correct_rate reward_mean gate_open_share groups_with_signal geomean_speedup completion_tokens "
+    "step batch_step correct_rate reward_mean gate_open_share groups_with_signal geomean_speedup completion_tokens "
     "time_generate_s time_verify_s time_update_s"
 ).split()
 

@@ -3,7 +3,8 @@
 The run builds a ~140k-parameter Qwen2 model and a local tokenizer, fits it on two miniature tasks until its
 training loss is below 0.01 (so that sampling at temperature 1 gives correct and broken kernels), runs two
 CA-GRPO steps with Triton through the interpreter, evaluates through `kernelzero eval`, and writes a report.
-About two minutes on 2 cores, then the resume (which reuses the first run's warm start) about one more. It is one
+About two minutes on 2 cores, then the resume (which reuses the first run's warm start) about one more, and a run
+whose second step reuses the first step's batch (`grpo.num_iterations: 2`) about half a minute. It is one
 test function on purpose: under pytest-xdist a module fixture would be built once per worker, doubling the cost;
 each part is a helper named for what it checks.
 """
@@ -61,6 +62,7 @@ def test_tiny_cpu_run_end_to_end_then_resume_after_kill(tmp_path):
     check_eval_ran_through_kernelzero_eval(tiny_run)
     check_other_settings_in_the_same_run_folder_are_refused(tiny_run)
     check_resume_after_kill_duplicates_no_step(tiny_run, tmp_path / "resumed")
+    check_a_reused_batch_updates_without_verifying_again(tiny_run, tmp_path / "reused")
 
 
 def weights(folder: Path) -> dict:
@@ -161,3 +163,18 @@ def check_other_settings_in_the_same_run_folder_are_refused(tiny_run):
     _check_run_json(load_config(CONFIG, {"run_dir": str(tiny_run), "grpo": {"steps": 3}}), tiny_run)  # extend
     with pytest.raises(ValueError, match="reward.alpha"):
         _check_run_json(load_config(CONFIG, {"run_dir": str(tiny_run), "reward": {"alpha": 0.75}}), tiny_run)
+
+
+def check_a_reused_batch_updates_without_verifying_again(tiny_run, run):
+    """`grpo.num_iterations: 2`: step 2 trains on step 1's batch, its line says so and carries no verification."""
+    sets = [f"model.path={tiny_run / 'warm_start'}", "warm_start.steps=0", "eval.enabled=false", "grpo.steps=2"]
+    sets += ["grpo.num_iterations=2", "grpo.save_steps=2", f"verifier.store={tiny_run / 'verdicts.sqlite'}"]
+    done = subprocess.run(train(run, *sets), capture_output=True, text=True, timeout=900, env=env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    first, second = steps_of(run)
+    assert (first["step"], first["batch_step"], second["step"], second["batch_step"]) == (1, 1, 2, 1)
+    assert first["samples"] == 8 and first["time_verify_s"] > 0
+    assert "samples" not in second and second["time_verify_s"] == 0 and second["time_generate_s"] == 0
+    assert "clip_ratio/region_mean" in second
+    state = json.loads((run / "checkpoints" / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2

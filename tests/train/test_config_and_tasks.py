@@ -44,6 +44,8 @@ def write(tmp_path: Path, text: str) -> Path:
         ("reward:\n  timed_pass: twice\n", "reward.timed_pass must be one of gated, one_pass"),
         ("tasks:\n  disjoint: api\n", "tasks.disjoint must be one of forward, api_set"),
         ("grpo:\n  group_size: 1\n", "group_size must be >= 2"),
+        ("grpo:\n  num_iterations: 0\n", "num_iterations must be >= 1"),
+        ("grpo:\n  num_iterations: 4\n  save_steps: 6\n", "save_steps must be a multiple of grpo.num_iterations"),
         ("grpo:\n  loss_type: ppo\n", "grpo.loss_type must be one of"),
         ("verifier:\n  via: http\n", "needs verifier.url"),
         ("verifier:\n  standby: -1\n", "standby >= 0"),
@@ -184,3 +186,15 @@ def test_accumulation_splits_the_update_not_the_steps_completions(tmp_path):
     over["grpo"]["gradient_accumulation_steps"] = 3
     with pytest.raises(ValueError, match="128 completions do not split over 1 process"):
         grpo_args(load_config(ROOT / "configs" / "tiny-cpu.yaml", over), tmp_path, 1)
+
+
+def test_num_iterations_reaches_trl_and_the_miniature_reuses_each_batch(tmp_path):
+    """tiny-gpu.yaml updates each verified batch `num_iterations` times: TRL generates every accumulation x mu
+    micro-batches and keeps the old log-probabilities the clipped ratio needs."""
+    from kernelzero.train.coder import grpo_args
+
+    cfg = load_config(ROOT / "configs" / "tiny-gpu.yaml", {"device": "cpu"})
+    args = grpo_args(cfg, tmp_path, 1)
+    assert args.num_iterations == cfg.grpo.num_iterations == 4
+    assert cfg.grpo.save_steps % cfg.grpo.num_iterations == 0
+    assert args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0

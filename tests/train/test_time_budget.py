@@ -7,7 +7,7 @@ from transformers import TrainerControl
 from kernelzero.train.logs import TimeBudget
 
 
-def run_steps(budget: TimeBudget, durations: list[float]) -> int:
+def run_steps(budget: TimeBudget, durations: list[float] | list[tuple[float, ...]]) -> int:
     """Steps the trainer would take with these step durations (seconds) before the budget stops it."""
     now = [0.0]
     budget.clock = lambda: now[0]
@@ -33,3 +33,18 @@ def test_stops_when_the_next_step_would_end_past_the_budget():
 
 def test_no_budget_never_stops():
     assert run_steps(TimeBudget(None), [1000.0] * 5) == 5
+
+
+def batches(n: int, generate: float, update: float, per_batch: int) -> list[float]:
+    """Step durations of `n` batches: a generating step, then per_batch - 1 update-only steps."""
+    return ([generate] + [update] * (per_batch - 1)) * n
+
+
+def test_reused_batches_stop_only_between_batches():
+    # 4 updates a batch: a 40 s generating step and three 2 s updates, 46 s a batch; 6 batches (276 s) fit in 300 s
+    # and a seventh would end at 322 s: it stops after step 24, a whole number of batches
+    assert run_steps(TimeBudget(5.0, per_batch=4), batches(10, 40.0, 2.0, 4)) == 24
+    # with one update a batch the same budget would stop inside the sixth batch's updates
+    assert run_steps(TimeBudget(5.0), batches(10, 40.0, 2.0, 4)) % 4 != 0
+    # a batch longer than the budget left stops at the first boundary, never inside a batch
+    assert run_steps(TimeBudget(1.0, per_batch=4), batches(10, 50.0, 5.0, 4)) == 4

@@ -305,7 +305,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         train_dataset=ds,
         processing_class=AutoTokenizer.from_pretrained(start),
         peft_config=lora_config(cfg),
-        callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes)],
+        callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes, per_batch=cfg.grpo.num_iterations)],
     )
     _log(
         f"GRPO on {len(tasks)} {cfg.grpo.train_split} tasks, steps {done + 1}..{cfg.grpo.steps}"

@@ -7,7 +7,9 @@
 A step's line holds: the correctness rate (strict policy), the share of groups whose CA-GRPO gate was open,
 mean and geometric-mean speedup of the correct samples that were timed, the status histogram, mean completion
 length in tokens, the mean reward, TRL's logged metrics, and the step's time split into generation (step start
-to the reward call), verification (the reward call) and update (the rest). After a resume from checkpoint N,
+to the reward call), verification (the reward call) and update (the rest), and `batch_step`: the step whose
+generated batch it trained on (itself, or an earlier step's when `grpo.num_iterations` > 1 reuses a batch; such a
+line has no reward statistics and no generation or verification time). After a resume from checkpoint N,
 `truncate(N)` drops the lines of steps after N (they are redone), so no step appears twice, and TensorBoard
 events from step N+1 on are purged.
 """
@@ -25,7 +27,11 @@ from transformers import TrainerCallback
 from kernelzero.metrics import geomean_speedup
 from kernelzero.types import SKIPPED_STATUSES
 
-TRL_KEYS = ("loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy")
+# TRL's metrics a step's line keeps (clip_ratio/region_mean: the share of tokens clipped, non-zero only on a reused batch)
+TRL_KEYS = (
+    *("loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy"),
+    "clip_ratio/region_mean",
+)
 
 
 def step_stats(rows: list[tuple], rewards: list[float | None], gates: list[bool]) -> dict[str, Any]:
@@ -61,6 +67,7 @@ class StepLog:
         self.pending: dict[str, Any] = {}
         self.step_started = 0.0
         self.step_ended = 0.0
+        self.batch_step: int | None = None  # the step that generated the batch the latest step trained on
 
     def truncate(self, last_step: int) -> None:
         """Keep only the lines of steps <= `last_step` (a resume from that checkpoint redoes the rest)."""
@@ -93,12 +100,15 @@ class StepLog:
     def write(self, step: int, trl_logs: dict[str, float]) -> dict[str, Any]:
         """Write the line of `step` (called once per optimizer step, on the main process)."""
         stats = dict(self.pending)
+        if stats:  # this step generated and verified its batch; without, it reused one (grpo.num_iterations > 1)
+            self.batch_step = step
         called = stats.pop("reward_called_at", None)
         verify_s = stats.pop("verify_s", 0.0)
         total = self.step_ended - self.step_started
         generate_s = max(0.0, called - self.step_started) if called else 0.0
         record = {
             "step": step,
+            "batch_step": self.batch_step,
             **stats,
             **{k: trl_logs[k] for k in TRL_KEYS if k in trl_logs},
             "completion_mean_length": trl_logs.get("completions/mean_length"),
@@ -147,20 +157,33 @@ class _StepLogCallback(TrainerCallback):
 class TimeBudget(TrainerCallback):
     """Stop training cleanly, with a checkpoint, before `max_minutes` of training pass (None: never): after a step
     when the next, as long as the longest so far, would end past the budget (a GRPO step of the miniature takes over
-    a minute, which stopping only once past the budget added to a device call that had no room for it)."""
+    a minute, which stopping only once past the budget added to a device call that had no room for it).
 
-    def __init__(self, max_minutes: float | None, clock: Any = time.time):
+    With `per_batch` > 1 (TRL's num_iterations: that many optimizer steps on each generated batch, counted from the
+    start of this run, as TRL generates at a run's first step, resumed or not) it stops only between batches, when
+    the next batch (the longest generating step and per_batch - 1 of the longest update-only steps) would not fit:
+    the updates of a batch verified at great cost are not cut off."""
+
+    def __init__(self, max_minutes: float | None, clock: Any = time.time, per_batch: int = 1):
         self.max_s = None if max_minutes is None else max_minutes * 60.0
         self.clock = clock
+        self.per_batch = max(1, per_batch)
         self.started = self.last = 0.0
-        self.longest = 0.0
+        self.done = 0
+        self.longest = [0.0, 0.0]  # generating step, update-only step
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.started = self.last = self.clock()
+        self.done = 0
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         now = self.clock()
-        self.longest, self.last = max(self.longest, now - self.last), now
-        if self.max_s is not None and now - self.started + self.longest > self.max_s:
+        kind = 0 if self.done % self.per_batch == 0 else 1
+        self.longest[kind], self.last = max(self.longest[kind], now - self.last), now
+        self.done += 1
+        if self.max_s is None or self.done % self.per_batch:
+            return
+        batch = self.longest[0] + (self.per_batch - 1) * self.longest[1]
+        if now - self.started + batch > self.max_s:
             control.should_training_stop = True
             control.should_save = True

@@ -155,7 +155,10 @@ def _train(cfg: CoevolveConfig, round_no: int, start: Path, phase_dir: Path, ds:
         train_dataset=ds,
         processing_class=AutoTokenizer.from_pretrained(start),
         peft_config=lora_config(phase_cfg),
-        callbacks=[log.callback(), TimeBudget(cfg.proposer.grpo.max_minutes)],
+        callbacks=[
+            log.callback(),
+            TimeBudget(cfg.proposer.grpo.max_minutes, per_batch=cfg.proposer.grpo.num_iterations),
+        ],
     )
     _log(
         f"round {round_no}: GRPO on {len(ds)} API sets, steps {done + 1}..{cfg.proposer.grpo.steps}"
