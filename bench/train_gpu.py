@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import os
 import time
@@ -87,7 +88,11 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Pa
         cfg.eval.batch_size,
         seed=step,
         timed=cfg.eval.probe_timed,
+        keep_texts=True,
     )
+    kept = [{"label": label, "step": step, **c} for c in result.pop("completions")]  # every point's samples, gzipped
+    with gzip.open(run / "points.jsonl.gz", "at") as f:
+        f.writelines(json.dumps(c) + "\n" for c in kept)
     point = {"label": label, "step": step, **result, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     coder.record_probe_time(run, label, len(tasks) * cfg.eval.samples, result)
     with (run / "curve.jsonl").open("a") as f:
@@ -239,6 +244,8 @@ def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     for name, path in files.items():
         if path.exists():
             (out / f"miniature_{name}").write_text(path.read_text())
+    if (run / "points.jsonl.gz").exists():  # the pass@1 points' samples: task, label, status, text
+        (out / "miniature_points.jsonl.gz").write_bytes((run / "points.jsonl.gz").read_bytes())
     from kernelzero.train.report import write_train_report
 
     (out / "miniature_report.md").write_text(write_train_report(run).read_text())

@@ -54,3 +54,16 @@ def test_the_probe_times_only_when_asked(setup, timed):
         assert result["reward_mean"] > 1.0  # the speed term of the timed pass
     else:
         assert result["reward_mean"] is None  # no speedups, so no mean reward
+
+
+def test_the_probe_keeps_each_sample_only_when_asked(setup):
+    tasks, tok, model = setup
+    reward = AllCorrect({t.name: t for t in tasks})
+    plain = probe_pass1(model, tok, tasks, reward, samples=2, max_new_tokens=8, batch_size=4, timed=False)
+    assert "completions" not in plain
+    kept = probe_pass1(
+        model, tok, tasks, reward, samples=2, max_new_tokens=8, batch_size=4, timed=False, keep_texts=True
+    )
+    assert [c["task"] for c in kept["completions"]] == [t.name for t in tasks for _ in range(2)]
+    assert {c["status"] for c in kept["completions"]} == {"correct"}
+    assert all(isinstance(c["text"], str) for c in kept["completions"])

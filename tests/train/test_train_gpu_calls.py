@@ -127,3 +127,33 @@ def test_no_point_gives_the_point_s_time_to_grpo():
     args.no_point = True
     assert abs(train_gpu.grpo_minutes(args, 194.0) - with_point - 194.0 / 60) < 0.01
     assert abs(train_gpu.grpo_minutes(args, None) - train_gpu.grpo_minutes(args, 194.0)) < 0.01
+
+
+def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
+    """Each point appends its 4 x 64 samples (task, status, text) to points.jsonl.gz, so a flat curve can be read
+    sample by sample afterwards; the curve's line itself stays small. Real CPU verification of a tiny policy."""
+    import gzip
+
+    from kernelzero.train.config import ModelConfig, load_config
+    from kernelzero.train.miniature import make_tasks
+    from kernelzero.train.tiny import build_model, build_tokenizer, save_policy
+    from kernelzero.types import Task
+
+    train_gpu = _train_gpu()
+    run = tmp_path / "run"
+    minis = make_tasks(2, seed=0, rows=2, cols=8, max_steps=1)
+    tasks = [Task(name=m.name, source=m.source) for m in minis]
+    tok = build_tokenizer([m.source + m.solution for m in minis] * 4, vocab_size=320)
+    model = build_model(ModelConfig(vocab_size=320, hidden_size=16, intermediate_size=32, heads=2, kv_heads=1), tok)
+    save_policy(model, tok, run / "warm_start")
+    over = {"run_dir": str(run), "device": "cpu", "eval": {"samples": 2, "max_tokens": 8, "batch_size": 4}}
+    cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", over)
+    point = train_gpu._probe_point(cfg, run, {"test": tasks}, "warm start", 0)
+    assert "completions" not in point and point["tasks"] == 2
+    with gzip.open(run / "points.jsonl.gz", "rt") as f:
+        kept = [json.loads(line) for line in f]
+    assert [(k["label"], k["step"], k["task"]) for k in kept] == [
+        ("warm start", 0, t.name) for t in tasks for _ in "ab"
+    ]
+    assert sum(point["statuses"].values()) == 4 and {k["status"] for k in kept} <= set(point["statuses"])
+    assert json.loads((run / "curve.jsonl").read_text())["label"] == "warm start"

@@ -70,8 +70,11 @@ def probe_pass1(
     batch_size: int = 64,
     seed: int = 0,
     timed: bool = True,
+    keep_texts: bool = False,
 ) -> dict[str, Any]:
     """pass@1 (strict policy), mean CA-GRPO reward and statuses of `samples` completions per task.
+    `keep_texts`: the result also holds "completions", each sample's task, strict status and text (what a failure
+    looks like; the miniature keeps them beside its curve).
 
     `timed=False`: correctness only. pass@1 and the gate's open share need no timing (the gate is decided by a
     group's correctness), so nothing is timed and `reward_mean` is None where the reward has a speed term (a timed
@@ -96,7 +99,9 @@ def probe_pass1(
         if judged:
             per_task[task.name] = sum(judged) / len(judged)
     interval = task_mean_ci(list(per_task.values()))
+    kept = [{"task": n, "status": r[3], "text": t} for n, r, t in zip(names, rows, texts)] if keep_texts else None
     return {
+        **({"completions": kept} if keep_texts else {}),
         "tasks": len(tasks),
         "samples": samples,
         "pass1": interval[0] if interval is not None else 0.0,
