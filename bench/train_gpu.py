@@ -27,7 +27,10 @@ import os
 import time
 from pathlib import Path
 
-from kernelzero.train.report import read_jsonl  # json and pathlib only: no heavy import before the state check
+from kernelzero.train.report import (
+    read_jsonl,
+    redrawn_gain,
+)  # json and pathlib only: no heavy import before the state check
 
 STARTED = time.monotonic()
 
@@ -234,6 +237,7 @@ def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     print(_table(shown, ["label", "step", "tasks", "before", "after", "gain", "ci", "item1_met"]))
     (out / "miniature_gains.json").write_text(json.dumps(gains, indent=1) + "\n")
     print(_table(steps, STEP_KEYS))
+    print(f"training tasks drawn again, first draw against latest: {redrawn_gain(steps)}")
     warm = run / "warm_start.jsonl"
     files = {
         "curve.jsonl": run / "curve.jsonl",

@@ -62,6 +62,7 @@ def test_the_grpo_row_builder_keeps_a_skipped_status_and_the_group_gate_ignores_
     stats = step_stats(rows, rewards[:4], gates[:1])
     assert (stats["samples"], stats["skipped"], stats["correct_rate"], stats["reward_mean"]) == (4, 2, 0.5, 0.525)
     assert stats["groups_with_signal"] == 1
+    assert stats["per_task"] == {"t": 0.5}  # the judged rows only: 1 correct of 2
 
 
 def test_the_frontier_reward_reads_p_over_the_solves_that_were_judged():

@@ -4,7 +4,7 @@
     reward = CoderReward(..., on_step=log.on_reward)
     trainer.add_callback(log.callback())         # timing and TRL's own metrics (loss, kl, ...)
 
-A step's line holds: the correctness rate (strict policy), the share of groups whose CA-GRPO gate was open,
+A step's line holds: the correctness rate (strict policy) overall and per task, the share of groups whose CA-GRPO gate was open,
 mean and geometric-mean speedup of the correct samples that were timed, the status histogram, mean completion
 length in tokens, the mean reward, TRL's logged metrics, and the step's time split into generation (step start
 to the reward call), verification (the reward call) and update (the rest), and `batch_step`: the step whose
@@ -53,7 +53,16 @@ def step_stats(rows: list[tuple], rewards: list[float | None], gates: list[bool]
         "completion_tokens": sum(r[4] for r in rows) / len(rows) if rows else 0.0,
         "reward_mean": sum(scored) / len(scored) if scored else 0.0,
         "groups_with_signal": sum(1 for g in groups if g and max(g) > min(g)),  # groups with nonzero advantages
+        "per_task": per_task_rates(judged),
     }
+
+
+def per_task_rates(rows: list[tuple]) -> dict[str, float]:
+    """Each task's correct share among its judged rows (a task drawn again in a later step compares with itself)."""
+    counts: dict[str, list[int]] = {}
+    for r in rows:
+        counts.setdefault(r[0], []).append(r[1])
+    return {task: sum(c) / len(c) for task, c in counts.items()}
 
 
 class StepLog:

@@ -128,6 +128,23 @@ def _plots(steps: list[dict[str, Any]], run: Path) -> list[str]:
     return ["train_rewards.png", "train_time.png"]
 
 
+def redrawn_gain(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Training tasks drawn in two or more steps: their correct share at the first draw against the latest, paired
+    over those tasks (`metrics.paired_gain`), so learning on the training tasks shows apart from which tasks a step
+    happened to draw. None when no task was drawn twice (or the lines predate `per_task`)."""
+    from kernelzero.metrics import paired_gain
+
+    first: dict[str, float] = {}
+    latest: dict[str, float] = {}
+    for s in steps:
+        for task, rate in (s.get("per_task") or {}).items():
+            if task in first:
+                latest[task] = rate
+            else:
+                first[task] = rate
+    return paired_gain({t: first[t] for t in latest}, latest) if latest else None
+
+
 def write_train_report(run_dir: str | Path) -> Path:
     """Write `report.md` (and its PNGs) into a Coder run folder; return its path."""
     run = Path(run_dir)
@@ -159,6 +176,14 @@ def write_train_report(run_dir: str | Path) -> Path:
         cells += [s.get("groups_with_signal"), fmt(s.get("geomean_speedup")), fmt(s.get("completion_tokens"), 1)]
         cells += [fmt(s.get(k), 2) for k in ("time_generate_s", "time_verify_s", "time_update_s")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    again = redrawn_gain(steps)
+    if again:
+        lines += [
+            "",
+            f"Training tasks drawn again ({again['tasks']}): correct share {again['before']:.3f} at the first draw, "
+            f"{again['after']:.3f} at the latest, gain {again['gain']:+.3f} "
+            f"(95% interval {again['ci'][0]:+.3f} to {again['ci'][1]:+.3f}, tasks as the unit).",
+        ]
     if steps:
         statuses: dict[str, int] = {}
         for s in steps:

@@ -1,0 +1,38 @@
+"""The Coder run's report reads training tasks drawn again as a paired comparison with themselves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelzero.train.report import redrawn_gain, write_train_report
+
+
+def test_tasks_drawn_again_compare_first_and_latest_draw_paired():
+    steps = [
+        {"step": 1, "per_task": {"a": 0.0, "b": 0.5}},
+        {"step": 2, "per_task": {"c": 1.0}},
+        {"step": 3, "per_task": {"a": 0.5, "d": 0.0}},
+        {"step": 4, "batch_step": 3},  # a reused batch's update: no reward statistics
+        {"step": 5, "per_task": {"a": 1.0, "b": 0.25}},
+    ]
+    got = redrawn_gain(steps)
+    # a: 0.0 first, 1.0 latest; b: 0.5 first, 0.25 latest; c and d drawn once
+    assert got["tasks"] == 2
+    assert (got["before"], got["after"], got["gain"]) == pytest.approx((0.25, 0.625, 0.375))
+    assert redrawn_gain(steps[:2]) is None  # no task drawn twice
+    assert redrawn_gain([{"step": 1}, {"step": 2}]) is None  # lines from before per_task
+
+
+def test_the_report_says_how_tasks_drawn_again_moved(tmp_path):
+    lines = [
+        {"step": 1, "correct_rate": 0.25, "per_task": {"a": 0.0, "b": 0.5}},
+        {"step": 2, "correct_rate": 0.75, "per_task": {"a": 1.0, "b": 0.5}},
+    ]
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    text = write_train_report(tmp_path).read_text()
+    assert (
+        "Training tasks drawn again (2): correct share 0.250 at the first draw, 0.750 at the latest, gain +0.500"
+        in text
+    )
