@@ -27,10 +27,8 @@ import os
 import time
 from pathlib import Path
 
-from kernelzero.train.report import (
-    read_jsonl,
-    redrawn_gain,
-)  # json and pathlib only: no heavy import before the state check
+# json and pathlib only: no heavy import before the state check
+from kernelzero.train.report import read_jsonl, redrawn_gain
 
 STARTED = time.monotonic()
 

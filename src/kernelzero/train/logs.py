@@ -4,10 +4,10 @@
     reward = CoderReward(..., on_step=log.on_reward)
     trainer.add_callback(log.callback())         # timing and TRL's own metrics (loss, kl, ...)
 
-A step's line holds: the correctness rate (strict policy) overall and per task, the share of groups whose CA-GRPO gate was open,
-mean and geometric-mean speedup of the correct samples that were timed, the status histogram, mean completion
-length in tokens, the mean reward, TRL's logged metrics, and the step's time split into generation (step start
-to the reward call), verification (the reward call) and update (the rest), and `batch_step`: the step whose
+A step's line holds: the correctness rate (strict policy) overall and per task, the share of groups whose CA-GRPO
+gate was open, mean and geometric-mean speedup of the correct samples that were timed, the status histogram, mean
+completion length in tokens, the mean reward, TRL's logged metrics, and the step's time split into generation (step
+start to the reward call), verification (the reward call) and update (the rest), and `batch_step`: the step whose
 generated batch it trained on (itself, or an earlier step's when `grpo.num_iterations` > 1 reuses a batch; such a
 line has no reward statistics and no generation or verification time). After a resume from checkpoint N,
 `truncate(N)` drops the lines of steps after N (they are redone), so no step appears twice, and TensorBoard
@@ -27,7 +27,8 @@ from transformers import TrainerCallback
 from kernelzero.metrics import geomean_speedup
 from kernelzero.types import SKIPPED_STATUSES
 
-# TRL's metrics a step's line keeps (clip_ratio/region_mean: the share of tokens clipped, non-zero only on a reused batch)
+# TRL's metrics a step's line keeps (clip_ratio/region_mean: the share of tokens clipped, non-zero only on a reused
+# batch)
 TRL_KEYS = (
     *("loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy"),
     "clip_ratio/region_mean",
