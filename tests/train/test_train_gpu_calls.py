@@ -146,6 +146,8 @@ def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
     tok = build_tokenizer([m.source + m.solution for m in minis] * 4, vocab_size=320)
     model = build_model(ModelConfig(vocab_size=320, hidden_size=16, intermediate_size=32, heads=2, kv_heads=1), tok)
     save_policy(model, tok, run / "warm_start")
+    # the policy samples as TRL's GRPO does: no top-k cut (transformers' default would keep the 50 likeliest tokens)
+    assert json.loads((run / "warm_start" / "generation_config.json").read_text())["top_k"] == 0
     over = {"run_dir": str(run), "device": "cpu", "eval": {"samples": 2, "max_tokens": 8, "batch_size": 4}}
     cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", over)
     point = train_gpu._probe_point(cfg, run, {"test": tasks}, "warm start", 0)

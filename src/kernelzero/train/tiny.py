@@ -77,8 +77,10 @@ def build_model(cfg: ModelConfig, tokenizer: Any) -> Any:
     )
     torch.manual_seed(cfg.seed)
     model = Qwen2ForCausalLM(config)
+    # pure temperature sampling (top_k 0: transformers' default is 50), as TRL's GRPO samples, so held-out pass@1 and
+    # the probes (HF generate with this config) draw from the distribution that training draws from
     model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True, top_k=0
     )
     return model
 
