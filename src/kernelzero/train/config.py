@@ -313,11 +313,9 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (g.max_completion_length >= 1 and g.temperature > 0, "grpo.max_completion_length >= 1, temperature > 0"),
         (g.lr > 0 and cfg.warm_start.lr > 0, "learning rates must be > 0"),
         (g.save_steps >= 1, "grpo.save_steps must be >= 1"),
-        (g.num_iterations >= 1 and g.epsilon > 0, "grpo.num_iterations must be >= 1 and grpo.epsilon > 0"),
         (
-            g.save_steps % max(1, g.num_iterations) == 0,
-            "grpo.save_steps must be a multiple of grpo.num_iterations (a checkpoint inside a batch's updates "
-            "would make a resumed run drop the rest of them)",
+            g.num_iterations >= 1 and g.epsilon > 0 and g.save_steps % max(1, g.num_iterations) == 0,
+            "grpo: num_iterations >= 1, epsilon > 0, save_steps a multiple of num_iterations (a resume starts a batch)",
         ),
         (0.0 < g.vllm_gpu_memory_utilization <= 1.0, "grpo.vllm_gpu_memory_utilization must lie in (0, 1]"),
         (g.vllm_tensor_parallel_size >= 1, "grpo.vllm_tensor_parallel_size must be >= 1"),
