@@ -215,6 +215,19 @@ def make_tasks(count: int, seed: int = 0, rows: int = 64, cols: int = 256, max_s
     raise ValueError(f"only {len(tasks)} distinct tasks fit max_steps={max_steps}; asked for {count}")
 
 
+def tasks_named(names: list[str], seed: int = 0, rows: int = 64, cols: int = 256, max_steps: int = 4) -> dict:
+    """The tasks `mini_NNNNN` of a draw, whichever split they went to (a name is its forward's place in the draw of
+    `seed`, the same in `make_tasks` and `make_splits`): name -> MiniTask."""
+    want = {int(n.rsplit("_", 1)[1]) for n in names}
+    out: dict[str, MiniTask] = {}
+    for index, (steps, reduction) in enumerate(_forwards(seed, max_steps, (max(want, default=0) + 1) * 200)):
+        if index in want:
+            out[f"mini_{index:05d}"] = _task(index, steps, reduction, rows, cols)
+        if len(out) == len(want):
+            break
+    return out
+
+
 def _api_key(steps: tuple[tuple[str, str], ...], reduction: str) -> tuple[str, ...]:
     return tuple(sorted({op for op, _ in steps})) + ((reduction,) if reduction else ())
 

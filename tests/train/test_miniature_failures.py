@@ -1,0 +1,81 @@
+"""bench/miniature_failures.py tells what a miniature sample changed in its task's kernel."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _failures():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import miniature_failures
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return miniature_failures
+
+
+def _task():
+    from kernelzero.train.miniature import CONSTANTS, make_tasks
+
+    tasks = make_tasks(80, seed=0, rows=4, cols=32)
+    return next(t for t in tasks if t.reduction == "sum" and len(t.steps) >= 2 and t.steps[0][0] in CONSTANTS)
+
+
+def fenced(code: str) -> str:
+    return f"Here it is.\n```python\n{code}```\n"
+
+
+def test_each_kind_of_change_gets_its_class():
+    mf, task = _failures(), _task()
+    sol = task.solution
+    lines = sol.splitlines()
+    steps = [i for i, line in enumerate(lines) if mf._is_step(line.strip())]
+    constant = with_constant_changed(lines, steps[0])
+    dropped = "\n".join(line for i, line in enumerate(lines) if i != steps[-1]) + "\n"
+    masked = sol.replace("tl.where(mask, x, 0.0)", 'tl.where(mask, x, float("-inf"))')
+    loaded = sol.replace("mask = cols < n_cols", "mask = cols <= n_cols")
+    assert masked != sol and loaded != sol
+    got = {
+        "same": mf.classify(sol, fenced(sol)),
+        "constant": mf.classify(sol, fenced(constant)),
+        "dropped": mf.classify(sol, fenced(dropped)),
+        "masked": mf.classify(sol, fenced(masked)),
+        "loaded": mf.classify(sol, fenced(loaded)),
+        "none": mf.classify(sol, "I cannot write this kernel."),
+    }
+    assert got == {
+        "same": "same as the solution",
+        "constant": "constant",
+        "dropped": "chain",
+        "masked": "reduction or mask",
+        "loaded": "structure",
+        "none": "no code",
+    }
+    samples = [
+        {"label": "warm start", "step": 0, "task": f"level1/{task.name}", "status": "correct", "text": fenced(sol)},
+        {"label": "warm start", "step": 0, "task": task.name, "status": "mismatch", "text": fenced(constant)},
+        {"label": "GRPO call 3", "step": 16, "task": task.name, "status": "mismatch", "text": fenced(dropped)},
+    ]
+    text = "\n".join(mf.summarise(samples, {task.name: task}))
+    assert "## warm start (step 0): 2 samples" in text and "## GRPO call 3 (step 16): 1 samples" in text
+    assert "| same as the solution | 1 | 0 |" in text and "| constant | 0 | 1 |" in text and "| chain | 0 | 1 |" in text
+
+
+def with_constant_changed(lines: list[str], index: int) -> str:
+    """The code with the constant of line `index` changed."""
+    line = lines[index]
+    changed = line.replace(next(c for c in ("0.5", "2.0", "1.5", "-1.0", "3.0", "1.0", "-0.5") if c in line), "7.25")
+    return "\n".join(changed if i == index else x for i, x in enumerate(lines)) + "\n"
+
+
+def test_tasks_come_back_by_name_whichever_split_holds_them():
+    from kernelzero.train.miniature import make_splits, make_tasks, tasks_named
+
+    drawn = make_tasks(40, seed=3, rows=4, cols=32)
+    again = tasks_named([drawn[7].name, f"level1/{drawn[31].name}"], seed=3, rows=4, cols=32)
+    assert again == {drawn[7].name: drawn[7], drawn[31].name: drawn[31]}
+    held = make_splits({"test": 5, "sft": 30}, seed=3, rows=4, cols=32)["test"]
+    assert tasks_named([t.name for t in held], seed=3, rows=4, cols=32) == {t.name: t for t in held}
