@@ -6,15 +6,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def _failures():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import miniature_failures
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return miniature_failures
+import miniature_failures as mf  # noqa: E402
 
 
 def _task():
@@ -29,7 +23,7 @@ def fenced(code: str) -> str:
 
 
 def test_each_kind_of_change_gets_its_class():
-    mf, task = _failures(), _task()
+    task = _task()
     sol = task.solution
     lines = sol.splitlines()
     steps = [i for i, line in enumerate(lines) if mf._is_step(line.strip())]
