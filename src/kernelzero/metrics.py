@@ -138,6 +138,18 @@ def task_mean_ci(
     return float(x.mean()), float(min(low, x.mean())), float(max(high, x.mean()))
 
 
+def rate_by_task(outcomes: Iterable[tuple[str, int]]) -> dict[str, float]:
+    """Each task's success share over its (task, 0 or 1) outcomes, tasks in first-seen order.
+
+    >>> rate_by_task([("a", 1), ("b", 0), ("a", 0)])
+    {'a': 0.5, 'b': 0.0}
+    """
+    counts: dict[str, list[int]] = defaultdict(list)
+    for task, ok in outcomes:
+        counts[task].append(ok)
+    return {task: sum(c) / len(c) for task, c in counts.items()}
+
+
 def paired_gain(before: dict[str, float], after: dict[str, float], level: float = 0.95) -> dict[str, Any] | None:
     """The change from `before` to `after` (per-task values, e.g. pass@1, keyed by task) over the tasks both hold, with
     a bootstrap interval over those tasks' differences (paired: a task's own difficulty cancels); None when they share

@@ -24,15 +24,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from kernelzero.metrics import geomean_speedup
+from kernelzero.metrics import geomean_speedup, rate_by_task
 from kernelzero.types import SKIPPED_STATUSES
 
 # TRL's metrics a step's line keeps (clip_ratio/region_mean: the share of tokens clipped, non-zero only on a reused
 # batch)
-TRL_KEYS = (
-    *("loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy"),
-    "clip_ratio/region_mean",
-)
+TRL_KEYS = ("loss", "grad_norm", "learning_rate", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy")
+TRL_KEYS += ("clip_ratio/region_mean",)
 
 
 def step_stats(rows: list[tuple], rewards: list[float | None], gates: list[bool]) -> dict[str, Any]:
@@ -54,16 +52,8 @@ def step_stats(rows: list[tuple], rewards: list[float | None], gates: list[bool]
         "completion_tokens": sum(r[4] for r in rows) / len(rows) if rows else 0.0,
         "reward_mean": sum(scored) / len(scored) if scored else 0.0,
         "groups_with_signal": sum(1 for g in groups if g and max(g) > min(g)),  # groups with nonzero advantages
-        "per_task": per_task_rates(judged),
+        "per_task": rate_by_task((r[0], r[1]) for r in judged),  # a task drawn again later compares with itself
     }
-
-
-def per_task_rates(rows: list[tuple]) -> dict[str, float]:
-    """Each task's correct share among its judged rows (a task drawn again in a later step compares with itself)."""
-    counts: dict[str, list[int]] = {}
-    for r in rows:
-        counts.setdefault(r[0], []).append(r[1])
-    return {task: sum(c) / len(c) for task, c in counts.items()}
 
 
 class StepLog:

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kernelzero.metrics import paired_gain, task_mean_ci
+from kernelzero.metrics import paired_gain, rate_by_task, task_mean_ci
 from kernelzero.train.reward import CoderReward, group_rewards, is_skipped_row
 from kernelzero.train.warm_start import prompt_text
 from kernelzero.types import Task
@@ -93,15 +93,12 @@ def probe_pass1(
     scored = [x for x in rewards if x is not None]  # skipped samples (infra_error, task_broken) have no reward
     if was_training:
         model.train()
-    per_task = {}  # pass@1 of each task over its samples with a real verdict (a task with none is left out)
-    for task, i in zip(tasks, range(0, len(rows), samples)):
-        judged = [r[1] for r in rows[i : i + samples] if not is_skipped_row(r)]
-        if judged:
-            per_task[task.name] = sum(judged) / len(judged)
+    # pass@1 of each task over its samples with a real verdict (a task with none is left out)
+    per_task = rate_by_task((r[0], r[1]) for r in rows if not is_skipped_row(r))
     interval = task_mean_ci(list(per_task.values()))
     kept = [{"task": n, "status": r[3], "text": t} for n, r, t in zip(names, rows, texts)] if keep_texts else None
     return {
-        **({"completions": kept} if keep_texts else {}),
+        **({"completions": kept} if kept is not None else {}),
         "tasks": len(tasks),
         "samples": samples,
         "pass1": interval[0] if interval is not None else 0.0,
