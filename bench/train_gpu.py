@@ -221,8 +221,8 @@ def item1_gains(curve: list[dict]) -> list[dict]:
 CURVE_KEYS = "label step pass1 tasks_solved reward_mean gate_open_share mean_tokens generate_s verify_s".split()
 STEP_KEYS = (
     "step batch_step correct_rate reward_mean gate_open_share groups_with_signal geomean_speedup completion_tokens "
-    "time_generate_s time_verify_s time_update_s"
-).split()
+    "broken time_generate_s time_verify_s time_update_s entropy kl anchor_nll"
+).split()  # broken: the share of a batch that did not parse or compile (the collapse of 2026-12-06)
 
 
 def _report_miniature(args: argparse.Namespace, run: Path) -> None:
@@ -234,6 +234,9 @@ def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     shown = [{**g, "ci": [round(c, 3) for c in g["ci"]]} for g in gains]
     print(_table(shown, ["label", "step", "tasks", "before", "after", "gain", "ci", "item1_met"]))
     (out / "miniature_gains.json").write_text(json.dumps(gains, indent=1) + "\n")
+    for st in steps:
+        bad = sum(n for k, n in st.get("statuses", {}).items() if k in ("format_error", "compile_error"))
+        st["broken"] = round(bad / st["samples"], 3) if st.get("samples") else None
     print(_table(steps, STEP_KEYS))
     print(f"training tasks drawn again, first draw against latest: {redrawn_gain(steps)}")
     warm = run / "warm_start.jsonl"

@@ -166,9 +166,11 @@ def check_other_settings_in_the_same_run_folder_are_refused(tiny_run):
 
 
 def check_a_reused_batch_updates_without_verifying_again(tiny_run, run):
-    """`grpo.num_iterations: 2`: step 2 trains on step 1's batch, its line says so and carries no verification."""
+    """`grpo.num_iterations: 2`: step 2 trains on step 1's batch, its line says so and carries no verification.
+    With the KL anchor, truncated completions masked, and the anchor NLL of the two held-out tasks on each line."""
     sets = [f"model.path={tiny_run / 'warm_start'}", "warm_start.steps=0", "eval.enabled=false", "grpo.steps=2"]
     sets += ["grpo.num_iterations=2", "grpo.save_steps=2", f"verifier.store={tiny_run / 'verdicts.sqlite'}"]
+    sets += ["grpo.kl_beta=0.04", "grpo.mask_truncated=true", "grpo.anchor_tasks=2"]
     done = subprocess.run(train(run, *sets), capture_output=True, text=True, timeout=900, env=env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     first, second = steps_of(run)
@@ -176,5 +178,7 @@ def check_a_reused_batch_updates_without_verifying_again(tiny_run, run):
     assert first["samples"] == 8 and first["time_verify_s"] > 0
     assert "samples" not in second and second["time_verify_s"] == 0 and second["time_generate_s"] == 0
     assert "clip_ratio/region_mean" in second
+    assert first["anchor_nll_start"] > 0 and first["anchor_nll"] > 0 and second["anchor_nll"] > 0
+    assert "anchor_nll_start" not in second and "kl" in first and "kl" in second
     state = json.loads((run / "checkpoints" / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2

@@ -196,6 +196,7 @@ def test_num_iterations_reaches_trl_and_the_miniature_reuses_each_batch(tmp_path
     cfg = load_config(ROOT / "configs" / "tiny-gpu.yaml", {"device": "cpu"})
     args = grpo_args(cfg, tmp_path, 1)
     assert args.num_iterations == cfg.grpo.num_iterations == 4
+    assert args.mask_truncated_completions is cfg.grpo.mask_truncated is True and args.beta == cfg.grpo.kl_beta > 0
     assert cfg.grpo.save_steps % cfg.grpo.num_iterations == 0
     assert args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
 

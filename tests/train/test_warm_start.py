@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 from kernelzero.train.config import ModelConfig, WarmStartConfig  # noqa: E402
 from kernelzero.train.miniature import make_tasks  # noqa: E402
 from kernelzero.train.tiny import build_model, build_tokenizer  # noqa: E402
-from kernelzero.train.warm_start import _batch, sft_examples, warm_start  # noqa: E402
+from kernelzero.train.warm_start import sft_batch, sft_examples, warm_start  # noqa: E402
 from kernelzero.types import Task  # noqa: E402
 
 
@@ -27,7 +27,7 @@ def setup():
 def test_loss_covers_the_answer_and_its_end_token_only(setup):
     tok, examples, _ = setup
     ids, n_prompt = examples[0]
-    batch = _batch(examples, tok.pad_token_id, "cpu")
+    batch = sft_batch(examples, tok.pad_token_id, "cpu")
     labels = batch["labels"][0].tolist()
     assert all(x == -100 for x in labels[:n_prompt])
     assert labels[n_prompt : len(ids)] == ids[n_prompt:]

@@ -29,6 +29,7 @@ from kernelzero.coder.prompts import build_messages
 from kernelzero.evaluation.run import EvalConfig, run_eval
 from kernelzero.tasks import load_suite, resize, select
 from kernelzero.train.config import CoderTrainConfig, to_plain
+from kernelzero.train.drift import anchor_callbacks
 from kernelzero.train.logs import StepLog, TimeBudget
 from kernelzero.train.miniature import draw_splits, read_solutions, tokenizer_code, write_split
 from kernelzero.train.report import write_train_report
@@ -36,14 +37,7 @@ from kernelzero.train.reward import CoderReward, run_reward
 from kernelzero.types import Task
 
 # config keys a resumed run may change: how long it trains, how it is evaluated, where it runs (and the folder moves)
-MUTABLE = {
-    "grpo": ("steps", "max_minutes"),
-    "eval": None,
-    "verifier": None,
-    "device": None,
-    "cpu_threads": None,
-    "run_dir": None,
-}
+MUTABLE = {"grpo": ("steps", "max_minutes"), **dict.fromkeys(("eval", "verifier", "device", "cpu_threads", "run_dir"))}
 
 
 def _log(msg: str) -> None:
@@ -232,6 +226,7 @@ def grpo_args(cfg: CoderTrainConfig, run: Path, world: int) -> Any:
         beta=g.kl_beta,
         epsilon=g.epsilon,
         num_iterations=g.num_iterations,
+        mask_truncated_completions=g.mask_truncated,
         logging_steps=1,
         save_strategy="steps",
         save_steps=g.save_steps,
@@ -298,14 +293,16 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
     if _is_main():
         log.truncate(done)
         log.open_writer(purge_step=done + 1)  # events of steps after the checkpoint are redone
+    tok = AutoTokenizer.from_pretrained(start)
     trainer = GRPOTrainer(
         model=str(start),
         reward_funcs=[reward],
         args=grpo_args(cfg, run, world),
         train_dataset=ds,
-        processing_class=AutoTokenizer.from_pretrained(start),
+        processing_class=tok,
         peft_config=lora_config(cfg),
-        callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes, per_batch=cfg.grpo.num_iterations)],
+        callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes, per_batch=cfg.grpo.num_iterations)]
+        + anchor_callbacks(cfg, run, splits, tok, log),
     )
     _log(
         f"GRPO on {len(tasks)} {cfg.grpo.train_split} tasks, steps {done + 1}..{cfg.grpo.steps}"

@@ -96,6 +96,8 @@ class GRPOSettings:
     kl_beta: float = 0.0  # TRL's beta: KL weight against the start model (0: no reference model)
     epsilon: float = 0.2  # clip range
     num_iterations: int = 1  # updates per generation batch (mu)
+    mask_truncated: bool = False  # TRL's mask_truncated_completions: a completion cut at the length limit adds no loss
+    anchor_tasks: int = 0  # log the NLL of this many held-out tasks' known kernels every step (train/drift.py)
     gradient_accumulation_steps: int = 1  # micro-batches of a step's update (a step: prompts x group completions)
     lora: dict[str, Any] | None = None  # None: full fine-tuning; else peft LoraConfig fields (r, lora_alpha, ...)
     gradient_checkpointing: bool = False
@@ -312,7 +314,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (g.steps >= 1 and g.prompts_per_step >= 1, "grpo.steps and grpo.prompts_per_step must be >= 1"),
         (g.max_completion_length >= 1 and g.temperature > 0, "grpo.max_completion_length >= 1, temperature > 0"),
         (g.lr > 0 and cfg.warm_start.lr > 0, "learning rates must be > 0"),
-        (g.save_steps >= 1, "grpo.save_steps must be >= 1"),
+        (g.save_steps >= 1 and g.anchor_tasks >= 0, "grpo.save_steps must be >= 1, grpo.anchor_tasks >= 0"),
         (
             g.num_iterations >= 1 and g.epsilon > 0 and g.save_steps % max(1, g.num_iterations) == 0,
             "grpo: num_iterations >= 1, epsilon > 0, save_steps a multiple of num_iterations (a resume starts a batch)",

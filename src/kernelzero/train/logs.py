@@ -9,7 +9,8 @@ gate was open, mean and geometric-mean speedup of the correct samples that were 
 completion length in tokens, the mean reward, TRL's logged metrics, and the step's time split into generation (step
 start to the reward call), verification (the reward call) and update (the rest), and `batch_step`: the step whose
 generated batch it trained on (itself, or an earlier step's when `grpo.num_iterations` > 1 reuses a batch; such a
-line has no reward statistics and no generation or verification time). After a resume from checkpoint N,
+line has no reward statistics and no generation or verification time), and what other callbacks put in `extra`
+(train/drift.py's anchor NLL). After a resume from checkpoint N,
 `truncate(N)` drops the lines of steps after N (they are redone), so no step appears twice, and TensorBoard
 events from step N+1 on are purged.
 """
@@ -65,6 +66,7 @@ class StepLog:
         self.tensorboard = tensorboard
         self.writer: Any = None
         self.pending: dict[str, Any] = {}
+        self.extra: dict[str, Any] = {}  # other callbacks' values for the next line (train/drift.py's anchor NLL)
         self.step_started = 0.0
         self.step_ended = 0.0
         self.batch_step: int | None = None  # the step that generated the batch the latest step trained on
@@ -111,6 +113,7 @@ class StepLog:
             "batch_step": self.batch_step,
             **stats,
             **{k: trl_logs[k] for k in TRL_KEYS if k in trl_logs},
+            **self.extra,
             "completion_mean_length": trl_logs.get("completions/mean_length"),
             "time_generate_s": round(generate_s, 3),
             "time_verify_s": round(verify_s, 3),
@@ -127,7 +130,7 @@ class StepLog:
             for status, count in record.get("statuses", {}).items():
                 self.writer.add_scalar(f"status/{status}", count / max(1, record["samples"]), step)
             self.writer.flush()
-        self.pending = {}
+        self.pending, self.extra = {}, {}
         return record
 
     def close(self) -> None:

@@ -49,7 +49,7 @@ def sft_example(tokenizer: Any, messages: list[dict[str, str]], source: str) -> 
     return list(prompt) + list(ids), len(prompt)
 
 
-def _batch(examples: list[tuple[list[int], int]], pad_id: int, device: str) -> dict[str, Any]:
+def sft_batch(examples: list[tuple[list[int], int]], pad_id: int, device: str) -> dict[str, Any]:
     import torch
 
     width = max(len(ids) for ids, _ in examples)
@@ -98,7 +98,7 @@ def warm_start(
         if len(order) < cfg.batch_size:
             order += rng.sample(range(len(examples)), len(examples))
         picked, order = order[: cfg.batch_size], order[cfg.batch_size :]
-        batch = _batch([examples[i] for i in picked], tokenizer.pad_token_id, device)
+        batch = sft_batch([examples[i] for i in picked], tokenizer.pad_token_id, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
             loss = model(**batch).loss
         loss.backward()
