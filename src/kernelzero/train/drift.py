@@ -7,8 +7,8 @@
 The anchor is a fixed set of held-out tasks (the first `grpo.anchor_tasks` of the eval split, never trained on)
 with their known-correct kernels (`run/tasks/<split>.jsonl`). After each optimizer step the callback measures the
 mean negative log-likelihood per answer token of those kernels under the policy, teacher-forced on the Coder's own
-prompt (the warm start's examples, `warm_start.sft_example`): no generation, no verification, well under a second
-for the miniature. A run whose pass@1 falls while the anchor NLL climbs is breaking what the warm start taught
+prompt (the warm start's examples, `warm_start.sft_example`): one forward pass over them, no generation, no
+verification. A run whose pass@1 falls while the anchor NLL climbs is breaking what the warm start taught
 (the miniature at lr 1e-4, 2026-12-06: boilerplate tokens written wrong, format and compile errors from 12% to 59%
 of a batch); a flat anchor NLL under a flat pass@1 says the update barely moved the policy.
 """
@@ -86,9 +86,14 @@ class AnchorNLL(TrainerCallback):
         self.examples, self.pad_id, self.log = examples, pad_id, log
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        if model is not None and state.is_world_process_zero:
-            self.log.extra["anchor_nll_start"] = round(anchor_nll(model, self.examples, self.pad_id), 5)
+        self._measure(state, model, "anchor_nll_start")
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        if model is not None and state.is_world_process_zero:
-            self.log.extra["anchor_nll"] = round(anchor_nll(model, self.examples, self.pad_id), 5)
+        self._measure(state, model, "anchor_nll")
+
+    def _measure(self, state: Any, model: Any, key: str) -> None:
+        """Every process measures (a model sharded over processes needs them all in its forward); the main one logs."""
+        if model is not None:
+            value = anchor_nll(model, self.examples, self.pad_id)
+            if state.is_world_process_zero:
+                self.log.extra[key] = round(value, 5)
