@@ -40,6 +40,7 @@ def command(run: Path) -> list[str]:
     return [
         *(sys.executable, "-m", "kernelzero", "train", "--config", str(CONFIG), "--set", f"run_dir={run}"),
         *("--set", f"proposer.admission.benchmark_index={index}"),
+        *("--set", "grpo.anchor_tasks=2"),  # the Coder phase's round folder has the generated held-out split
     ]
 
 
@@ -166,6 +167,7 @@ def check_the_middle_of_the_method(run: Path) -> None:
     assert {r["provenance"]["benchmark_dedup"] for r in rows(run / "round-1" / "coder_tasks.jsonl")} == {index}
     steps = rows(run / "round-1" / "coder" / "steps.jsonl")
     assert any(s["groups_with_signal"] > 0 for s in steps), "every Coder group had one outcome: zero advantages"
+    assert all(s["anchor_nll"] > 0 for s in steps) and steps[0]["anchor_nll_start"] > 0
     before = load_file(run / "coder-init" / "warm_start" / "model.safetensors")
     after = load_file(run / "round-1" / "coder" / "policy" / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before), "the Coder phase left its weights unchanged"
