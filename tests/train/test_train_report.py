@@ -36,3 +36,12 @@ def test_the_report_says_how_tasks_drawn_again_moved(tmp_path):
         "Training tasks drawn again (2): correct share 0.250 at the first draw, 0.750 at the latest, gain +0.500"
         in text
     )
+
+
+def test_the_steps_table_shows_the_anchor_nll_where_logged(tmp_path):
+    lines = [{"step": 1, "correct_rate": 0.5, "anchor_nll": 0.00238}, {"step": 2, "correct_rate": 0.5}]
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = write_train_report(tmp_path).read_text().splitlines()
+    assert any(r.startswith("| step |") and r.endswith("| anchor NLL |") for r in rows)
+    assert any(r.startswith("| 1 |") and r.endswith("| 0.00238 |") for r in rows)
+    assert any(r.startswith("| 2 |") and r.endswith("| n/a |") for r in rows)

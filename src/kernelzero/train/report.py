@@ -169,12 +169,13 @@ def write_train_report(run_dir: str | Path) -> Path:
     lines += ["| policy | pass@1 | pass@5 | pass@10 | pass@1 strict | fast_1 | mean tokens | tasks x samples |"]
     lines += ["|---|---|---|---|---|---|---|---|", *_eval_rows(run), ""]
     lines += ["## Steps", ""]
-    header = "| step | correct | gate open | reward | groups with signal | geomean speedup | tokens | gen s | verify s | update s |"
-    lines += [header, "|" + "---|" * 10]
+    header = "| step | correct | gate open | reward | groups with signal | geomean speedup | tokens | gen s | verify s | update s "
+    lines += [header + "| anchor NLL |", "|" + "---|" * 11]
     for s in steps:
         cells = [s["step"], fmt(s.get("correct_rate")), fmt(s.get("gate_open_share")), fmt(s.get("reward_mean"))]
         cells += [s.get("groups_with_signal"), fmt(s.get("geomean_speedup")), fmt(s.get("completion_tokens"), 1)]
         cells += [fmt(s.get(k), 2) for k in ("time_generate_s", "time_verify_s", "time_update_s")]
+        cells.append(fmt(s.get("anchor_nll"), 5))  # train/drift.py (grpo.anchor_tasks); n/a without it
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     again = redrawn_gain(steps)
     if again:
