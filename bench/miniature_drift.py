@@ -13,6 +13,10 @@ is one optimizer step: the anchor NLL (train/drift.py: mean NLL per token of `--
 on a batch's first step the batch's proxy reward, the share of its samples that are not valid Python, and the
 share whose code departs from its task's kernel outside the chain of ops (bench/miniature_failures.py's
 `structure`): the broken lines the GPU run's collapse wrote.
+
+The GRPOConfig is the Coder's own (`coder.grpo_args` of configs/tiny-gpu.yaml on CPU: float32, as on the GPU). The
+arms recorded in bench/train.md on 2026-12-06 ran d0f4818's version, which built its GRPOConfig by hand and so took
+TRL's default `bf16=True`: their updates ran under bfloat16 autocast on CPU.
 """
 
 from __future__ import annotations
@@ -29,22 +33,22 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def proxy_reward(solutions: dict[str, str], sink: list):
-    from miniature_failures import _lines, classify
+    from miniature_failures import classify
 
     from kernelzero.extract import extract_code
+    from kernelzero.train.reward import completion_text
 
     def ca_proxy(prompts, completions, task, **kwargs):
-        texts = [c if isinstance(c, str) else "".join(m.get("content", "") for m in c) for c in completions]
-        rewards, syntax, structure = [], 0, 0
-        for name, text in zip(task, texts):
-            code = extract_code(text)
-            rewards.append(1.0 if _lines(code) == _lines(solutions[name]) else 0.0)
+        classes = [classify(solutions[n], completion_text(c)) for n, c in zip(task, completions)]
+        rewards = [1.0 if c == "same as the solution" else 0.0 for c in classes]
+        syntax = 0
+        for c in completions:
             try:
-                compile(code, "<sample>", "exec")
+                compile(extract_code(completion_text(c)), "<sample>", "exec")
             except (SyntaxError, ValueError):
                 syntax += 1
-            structure += classify(solutions[name], text) in ("structure", "no code")
-        n = len(texts)
+        n = len(classes)
+        structure = sum(c in ("structure", "no code") for c in classes)
         sink.append({"proxy_reward": sum(rewards) / n, "not_python": syntax / n, "structure": structure / n})
         return rewards
 
@@ -69,10 +73,13 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from transformers.trainer_utils import SaveStrategy
+    from trl import GRPOTrainer
 
     from kernelzero.coder.prompts import build_messages
     from kernelzero.tasks import load_suite
+    from kernelzero.train.coder import grpo_args
+    from kernelzero.train.config import load_config
     from kernelzero.train.drift import anchor_examples, anchor_nll
     from kernelzero.train.miniature import read_solutions
 
@@ -106,33 +113,13 @@ def main(argv: list[str] | None = None) -> None:
                 f.write(json.dumps(row) + "\n")
             print(row, flush=True)
 
-    group = 8
-    config = GRPOConfig(
-        output_dir=str(out.parent / f".drift_{out.stem}"),
-        max_steps=args.updates,
-        per_device_train_batch_size=group,
-        steps_per_generation=args.tasks,
-        gradient_accumulation_steps=args.tasks,
-        num_generations=group,
-        learning_rate=args.lr,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        temperature=1.0,
-        max_completion_length=512,
-        loss_type="dapo",
-        scale_rewards="group",
-        beta=args.beta,
-        epsilon=0.2,
-        num_iterations=args.iterations,
-        mask_truncated_completions=args.mask,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        seed=args.seed,
-        use_cpu=True,
-        model_init_kwargs={"dtype": "float32"},
-        disable_tqdm=True,
-    )
+    # the Coder's own GRPOConfig (coder.grpo_args) for configs/tiny-gpu.yaml, on CPU, with this arm's settings
+    g = {"prompts_per_step": args.tasks, "gradient_accumulation_steps": args.tasks, "steps": args.updates}
+    g |= {"lr": args.lr, "kl_beta": args.beta, "mask_truncated": args.mask, "num_iterations": args.iterations}
+    g |= {"save_steps": args.iterations}  # a multiple of num_iterations, as the config requires; nothing is saved
+    cfg = load_config(ROOT / "configs" / "tiny-gpu.yaml", {"device": "cpu", "seed": args.seed, "grpo": g})
+    config = grpo_args(cfg, out.parent / f".drift_{out.stem}", 1)
+    config.save_strategy = SaveStrategy.NO  # after init: TRL's init refuses its own derived batch fields again
     trainer = GRPOTrainer(
         model=str(folder / "policy"),
         reward_funcs=[proxy_reward(solutions, batches)],

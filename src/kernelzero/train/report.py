@@ -169,8 +169,9 @@ def write_train_report(run_dir: str | Path) -> Path:
     lines += ["| policy | pass@1 | pass@5 | pass@10 | pass@1 strict | fast_1 | mean tokens | tasks x samples |"]
     lines += ["|---|---|---|---|---|---|---|---|", *_eval_rows(run), ""]
     lines += ["## Steps", ""]
-    header = "| step | correct | gate open | reward | groups with signal | geomean speedup | tokens | gen s | verify s | update s "
-    lines += [header + "| anchor NLL |", "|" + "---|" * 11]
+    columns = ["step", "correct", "gate open", "reward", "groups with signal", "geomean speedup", "tokens", "gen s"]
+    columns += ["verify s", "update s", "anchor NLL"]
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for s in steps:
         cells = [s["step"], fmt(s.get("correct_rate")), fmt(s.get("gate_open_share")), fmt(s.get("reward_mean"))]
         cells += [s.get("groups_with_signal"), fmt(s.get("geomean_speedup")), fmt(s.get("completion_tokens"), 1)]
