@@ -142,8 +142,45 @@ def miniature_state(args: argparse.Namespace) -> bool:
 
 
 def miniature(args: argparse.Namespace) -> None:
+    carry_in(args)
     if not miniature_state(args):
         raise SystemExit(2)
+    try:
+        _miniature(args)
+    finally:
+        carry_out(args)
+
+
+def carry_in(args: argparse.Namespace) -> None:
+    """With --carry-in: a fresh machine (no warm start under --run) takes the state a former call carried out."""
+    if not args.carry_in or (Path(args.run) / "warm_start" / "config.json").exists():
+        return
+    from miniature_carry import TAR, restore
+
+    if not (Path(args.carry_in) / TAR).exists():
+        print(f"[call {args.call}] --carry-in {args.carry_in}: nothing carried (no {TAR}); the state check decides")
+        return
+    restore(Path(args.carry_in), Path(args.run))
+
+
+def carry_out(args: argparse.Namespace) -> None:
+    """With --carry-out: the run's state into $OUT (bench/miniature_carry.py), with the report files that would make
+    more than 8 files in the tarball."""
+    run = Path(args.run)
+    if not args.carry_out or not (run / "warm_start" / "config.json").exists():
+        return
+    from miniature_carry import pack
+
+    out = _out(args)
+    report = [f for f in sorted(out.iterdir()) if f.is_file() and f.name not in CARRY_KEEPS]
+    pack(run, out, report)
+
+
+# what a call with --carry-out returns beside the carried state (3 parts and a tarball): 8 files at most
+CARRY_KEEPS = {f"miniature_{n}" for n in ("report.md", "curve.jsonl", "steps.jsonl", "points.jsonl.gz")}
+
+
+def _miniature(args: argparse.Namespace) -> None:
     from kernelzero.train import coder
     from kernelzero.train.config import load_config
 
@@ -151,6 +188,8 @@ def miniature(args: argparse.Namespace) -> None:
     run = coder._start(cfg)
     splits, solutions = coder.prepare_tasks(cfg, run)
     start = coder.prepare_policy(cfg, run, splits, solutions)
+    if (run / "policy" / "config.json").exists():  # each call's GRPO (and KL reference) from the policy it finds
+        start = run / "policy"
     samples = cfg.eval.samples * len(splits["test"])  # one pass@1 point
     curve = read_jsonl(run / "curve.jsonl")
     if not any(p["label"] == "warm start" for p in curve) and _point_fits(args, samples, run, "warm start"):
@@ -173,8 +212,10 @@ def miniature(args: argparse.Namespace) -> None:
 
 def grpo_minutes(args: argparse.Namespace, point_s: float | None) -> float:
     """Minutes of GRPO this call holds: what is left less this call's pass@1 point (`point_s`, 45 s when nothing
-    was measured; none with --no-point), 45 s for the saves and 30 s of margin."""
-    reserve = (0.0 if args.no_point else (point_s or 45.0)) + 45.0
+    was measured; none with --no-point), 45 s for the saves (15 more to carry the state out) and 30 s of margin."""
+    reserve = (
+        (0.0 if args.no_point else (point_s or 45.0)) + 45.0 + (15.0 if getattr(args, "carry_out", False) else 0.0)
+    )
     return (_left(args) - reserve - 30.0) / 60.0
 
 
@@ -379,6 +420,8 @@ def main() -> None:
     p.add_argument("--no-point", action="store_true", help="miniature: this call's time to GRPO, no pass@1 point after")
     p.add_argument("--from-scratch", action="store_true", help="a later call without call 1's state redoes call 1")
     p.add_argument("--budget-s", type=float, default=540.0)
+    p.add_argument("--carry-out", action="store_true", help="miniature: end by writing the run's state into $OUT")
+    p.add_argument("--carry-in", default=None, help="miniature: a fresh machine restores the state kept in this folder")
     p.add_argument("--out", default=None)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--prompts", type=int, default=2)
