@@ -183,7 +183,7 @@ def keep(files_at: Path, to: Path) -> None:
         shutil.rmtree(to)
     to.mkdir(parents=True)
     for name in [TAR] + [p["name"] for p in manifest["parts"]]:
-        shutil.copy2(files_at / name, to / name)
+        shutil.copyfile(files_at / name, to / name)  # not the device files' read-only mode
     with tarfile.open(to / TAR) as tar:
         report = [m.name for m in tar.getmembers() if m.name.startswith("report/")]
         tar.extractall(to, members=[m for m in tar.getmembers() if m.name.startswith("report/")], filter="data")

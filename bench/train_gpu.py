@@ -15,6 +15,9 @@ machine between calls; pass@1 points are 64 held-out tasks x 4 samples (strict p
 Calls may come in any order: each first prints what state it needs and whether it found it (and writes
 miniature_state_callN.json); call 2 or 3 without call 1's warm start and curve stops at once (exit status 2,
 nothing done) unless `--from-scratch`, which does call 1's work within the call's budget.
+With `--carry-out` a call ends by writing the run's state into $OUT (bench/miniature_carry.py); kept here with
+`python bench/miniature_carry.py keep <files_at>` (into .gpu/mstate) and carried into the next call, `--carry-in
+.gpu/mstate` restores it when that call's machine is a fresh one, so a lost machine costs only its start.
 """
 
 from __future__ import annotations
