@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import miniature_carry as carry  # noqa: E402
+from test_train_gpu_calls import _train_gpu  # noqa: E402
 
 sys.path.remove(str(ROOT / "bench"))
 
@@ -122,15 +123,6 @@ def test_a_missing_or_foreign_part_is_refused_before_anything_is_kept(tmp_path):
         timeout=60,
     )
     assert done.returncode != 0 and "--carry-out" in done.stderr
-
-
-def _train_gpu():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import train_gpu
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return train_gpu
 
 
 def test_a_call_on_a_fresh_machine_takes_the_carried_state_and_gives_back_at_most_8_files(tmp_path, capsys):
