@@ -33,7 +33,7 @@ from pathlib import Path
 from gpu_out import out_dir as _out
 from gpu_out import table as _table
 
-from kernelzero.train.report import read_jsonl, redrawn_gain
+from kernelzero.train.report import first_draw_curve, read_jsonl, redrawn_gain
 
 STARTED = time.monotonic()
 
@@ -270,6 +270,10 @@ def _report_miniature(args: argparse.Namespace, run: Path) -> None:
         st["broken"] = round(bad / st["samples"], 3) if st.get("samples") else None
     print(_table(steps, STEP_KEYS))
     print(f"training tasks drawn again, first draw against latest: {redrawn_gain(steps)}")
+    fresh = [
+        {**r, "correct": round(r["correct"], 3), "ci": [round(c, 3) for c in r["ci"]]} for r in first_draw_curve(steps)
+    ]
+    print(_table(fresh, ["steps", "tasks", "correct", "ci"]))  # unseen GRPO tasks: learning in general, not recall
     warm = run / "warm_start.jsonl"
     files = {
         "curve.jsonl": run / "curve.jsonl",

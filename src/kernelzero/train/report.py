@@ -145,6 +145,33 @@ def redrawn_gain(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     return paired_gain({t: first[t] for t in latest}, latest) if latest else None
 
 
+def first_draw_curve(steps: list[dict[str, Any]], windows: int = 4) -> list[dict[str, Any]]:
+    """The correct share of training tasks at their first draw, in `windows` runs of consecutive verified steps: each
+    such task is new to GRPO, so this is an unseen-task curve that costs no extra sample. A policy that learns only the
+    tasks it trains on lifts the tasks drawn again (`redrawn_gain`) and leaves this flat (the miniature on 2026-12-06,
+    bench/train.md). Each row: first and last step, tasks, mean and its bootstrap 95% interval (tasks as the unit);
+    windows with no first draw are left out."""
+    from kernelzero.metrics import task_mean_ci
+
+    if windows < 1:
+        raise ValueError(f"windows must be at least 1, got {windows}")
+    seen: set[str] = set()
+    verified = []
+    for s in steps:
+        if s.get("per_task"):
+            new = {t: r for t, r in s["per_task"].items() if t not in seen}
+            seen |= set(s["per_task"])
+            verified.append((s["step"], new))
+    rows = []
+    for i in range(windows):
+        part = verified[i * len(verified) // windows : (i + 1) * len(verified) // windows]
+        rates = [r for _, new in part for r in new.values()]
+        if rates:
+            mean, low, high = task_mean_ci(rates)
+            rows.append({"steps": [part[0][0], part[-1][0]], "tasks": len(rates), "correct": mean, "ci": [low, high]})
+    return rows
+
+
 def write_train_report(run_dir: str | Path) -> Path:
     """Write `report.md` (and its PNGs) into a Coder run folder; return its path."""
     run = Path(run_dir)
@@ -185,6 +212,14 @@ def write_train_report(run_dir: str | Path) -> Path:
             f"Training tasks drawn again ({again['tasks']}): correct share {again['before']:.3f} at the first draw, "
             f"{again['after']:.3f} at the latest, gain {again['gain']:+.3f} "
             f"(95% interval {again['ci'][0]:+.3f} to {again['ci'][1]:+.3f}, tasks as the unit).",
+        ]
+    fresh = first_draw_curve(steps)
+    if fresh:
+        lines += ["", "Training tasks at their first draw (new to GRPO), correct share by stretch of steps:"]
+        lines += [
+            f"- steps {r['steps'][0]}-{r['steps'][1]}: {r['correct']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] "
+            f"over {r['tasks']} tasks"
+            for r in fresh
         ]
     if steps:
         statuses: dict[str, int] = {}
