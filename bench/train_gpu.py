@@ -28,6 +28,7 @@ import gzip
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 # light imports only (no torch, no transformers) before the state check
 from gpu_out import out_dir as _out
@@ -115,6 +116,7 @@ def miniature_state(args: argparse.Namespace) -> bool:
             flush=True,
         )
     state = {"call": args.call, "run": str(run), "found": found, "from_scratch": args.from_scratch}
+    state["set"] = getattr(args, "set", None) or []  # the overrides this call ran with (each call should repeat them)
     (_out(args) / f"miniature_state_call{args.call}.json").write_text(json.dumps(state, indent=1))
     missing = [rel for rel, _, _, required in STATE if required and not found[rel]]
     if args.call == 1 or not missing:
@@ -172,9 +174,8 @@ CARRY_KEEPS = {f"miniature_{n}" for n in ("report.md", "curve.jsonl", "steps.jso
 
 def _miniature(args: argparse.Namespace) -> None:
     from kernelzero.train import coder
-    from kernelzero.train.config import load_config
 
-    cfg = load_config(args.config, {"run_dir": args.run, "seed": args.seed, "model": {"seed": args.seed}})
+    cfg = miniature_config(args)
     run = coder._start(cfg)
     splits, solutions = coder.prepare_tasks(cfg, run)
     start = coder.prepare_policy(cfg, run, splits, solutions)
@@ -198,6 +199,18 @@ def _miniature(args: argparse.Namespace) -> None:
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
     _report_miniature(args, run)
+
+
+def miniature_config(args: argparse.Namespace) -> Any:
+    """The run's config: `--config` with the run folder, the seed and each `--set KEY=VALUE` (as `kernelzero train`
+    takes them; a key the config does not have is refused by load_config). Give a run the same `--set` in every call:
+    the settings are read anew by each."""
+    from kernelzero.cli.train import parse_overrides
+    from kernelzero.train.config import load_config
+
+    extra = parse_overrides(getattr(args, "set", None) or [])
+    model = {**extra.pop("model", {}), "seed": args.seed}
+    return load_config(args.config, {**extra, "run_dir": args.run, "seed": args.seed, "model": model})
 
 
 def grpo_minutes(args: argparse.Namespace, point_s: float | None) -> float:
@@ -296,6 +309,7 @@ def main() -> None:
     p.add_argument("what", choices=("miniature", "timing7b", "verify-rate"))
     p.add_argument("--config", default="configs/tiny-gpu.yaml")
     p.add_argument("--run", default="runs/miniature")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="miniature: override a config value")
     p.add_argument("--call", type=int, default=1)
     p.add_argument("--seed", type=int, default=0, help="miniature: run and model seed (a second seed: another --run)")
     p.add_argument("--final-eval", action="store_true")

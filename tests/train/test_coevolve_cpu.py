@@ -158,6 +158,8 @@ def check_the_middle_of_the_method(run: Path) -> None:
     import torch
     from safetensors.torch import load_file
 
+    from kernelzero.train.coevolve_report import round_rows
+
     proposals = rows(run / "round-1" / "proposer" / "proposals.jsonl")
     inside = [p for p in proposals if p["admitted"] and 0 < p["p"] < 1]
     assert inside, f"no admitted module with p strictly inside (0, 1): {[p['p'] for p in proposals]}"
@@ -171,3 +173,5 @@ def check_the_middle_of_the_method(run: Path) -> None:
     before = load_file(run / "coder-init" / "warm_start" / "model.safetensors")
     after = load_file(run / "round-1" / "coder" / "policy" / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before), "the Coder phase left its weights unchanged"
+    moved = round_rows(run)[0]["coder_moved"]  # the round's report says so too, from round-1/coder.yaml's start
+    assert moved["changed"] > 0 and moved["relative_l2"] > 0

@@ -294,6 +294,29 @@ def test_report_has_a_row_per_round_for_each_model(tmp_path):
     (tmp_path / "round-2").mkdir()
     (tmp_path / "round-2" / "coder_tasks.jsonl").write_text((one / "coder_tasks.jsonl").read_text())
     text = write_coevolve_report(tmp_path).read_text()
-    assert "| 1 | 0.250 | 0.375 | 0.475 | 0.575 | 0.050 |" in text
-    assert "| 1 | 3 | 0.667 | 0.083 | 0.12: 1, 0.50: 1 | 1 (0) | missing_api 1 |" in text  # (1 + 0.25 - 1) / 3
+    assert "| 1 | 0.250 | 0.375 | 0.475 | 0.575 | 0.050 | n/a |" in text  # no coder.yaml: nothing to compare
+    # (1 + 0.25 - 1) / 3, and the rewards' values: Frontier Rewards 1 and 0.25 beside a rejection's -1
+    assert "| 1 | 3 | 0.667 | 0.083 | -1: 1, 0.25: 1, 1: 1 | 0.12: 1, 0.50: 1 | 1 (0) | missing_api 1 |" in text
     assert "| 2 | frozen (earlier pool) |" in text
+
+
+def test_report_says_how_far_the_coder_phase_moved_the_weights(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from kernelzero.train.coevolve_report import weight_change, write_coevolve_report
+
+    start, end = tmp_path / "coder-init", tmp_path / "round-1" / "coder" / "policy"
+    for folder in (start, end):
+        folder.mkdir(parents=True)
+    weights = {"a": torch.ones(4), "b": torch.zeros(3)}
+    save_file(weights, str(start / "model.safetensors"))
+    save_file({"a": torch.ones(4), "b": torch.zeros(3)}, str(end / "model.safetensors"))
+    assert weight_change(start, end) == {"relative_l2": 0.0, "changed": 0, "tensors": 2}  # bit-identical
+    save_file({"a": torch.tensor([1.0, 1.0, 1.0, 3.0]), "b": torch.zeros(3)}, str(end / "model.safetensors"))
+    got = weight_change(start, end)
+    assert (got["changed"], got["tensors"]) == (1, 2) and got["relative_l2"] == pytest.approx(1.0)  # |(0,0,0,2)| / 2
+    assert weight_change(start, tmp_path / "missing") is None
+    (tmp_path / "round-1" / "coder.yaml").write_text(json.dumps({"model": {"path": str(start)}}))
+    text = write_coevolve_report(tmp_path).read_text()
+    assert "| 1 | n/a | n/a | n/a | n/a | n/a | 1.00e+00 (1 of 2 tensors) |" in text

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,7 +20,7 @@ def call(run: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def test_call_2_without_call_1_state_stops_at_once_saying_what_is_missing(tmp_path):
     run, out = tmp_path / "run", tmp_path / "out"
-    done = call(run, out, "--call", "2")
+    done = call(run, out, "--call", "2", "--set", "grpo.lr=5e-5")
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert (
@@ -29,6 +31,7 @@ def test_call_2_without_call_1_state_stops_at_once_saying_what_is_missing(tmp_pa
     assert not run.exists()  # nothing was started
     state = json.loads((out / "miniature_state_call2.json").read_text())
     assert state["found"] == {"warm_start/config.json": False, "curve.jsonl": False, "checkpoints": False}
+    assert state["set"] == ["grpo.lr=5e-5"]  # the overrides the call ran with, on record
 
 
 def test_call_3_finds_call_1_state(tmp_path):
@@ -159,3 +162,22 @@ def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
     ]
     assert sum(point["statuses"].values()) == 4 and {k["status"] for k in kept} <= set(point["statuses"])
     assert json.loads((run / "curve.jsonl").read_text())["label"] == "warm start"
+
+
+def test_set_overrides_the_miniatures_config_and_a_wrong_key_is_refused(tmp_path):
+    train_gpu = _train_gpu()
+    args = train_gpu.argparse.Namespace(
+        config=str(ROOT / "configs" / "tiny-gpu.yaml"),
+        run=str(tmp_path / "run"),
+        seed=1,
+        set=["grpo.lr=5e-5", "grpo.num_iterations=1", "verifier.per_gpu=12", "model.layers=4"],
+    )
+    cfg = train_gpu.miniature_config(args)
+    assert (cfg.grpo.lr, cfg.grpo.num_iterations, cfg.verifier.per_gpu) == (5e-5, 1, 12)
+    assert (cfg.model.layers, cfg.model.seed, cfg.seed, cfg.run_dir) == (4, 1, 1, str(tmp_path / "run"))
+    args.set = []
+    base = train_gpu.miniature_config(args)
+    assert (base.grpo.lr, base.grpo.num_iterations, base.model.layers) == (2e-5, 4, 8)
+    args.set = ["grpo.no_such_key=1"]
+    with pytest.raises(ValueError, match="no_such_key"):
+        train_gpu.miniature_config(args)

@@ -4,9 +4,12 @@
 
 Reads only the run folder (round-r/proposer/steps.jsonl and proposals.jsonl, round-r/coder_tasks.jsonl,
 round-r/coder/eval/*/metrics.json), so it can be re-run on a finished or interrupted run. Per round: the
-Coder's held-out pass@1/5/10 and fast_1 before (the round's start policy, `eval/warm`) and after its phase;
-the Proposer's proposals, admission rate, rejection reasons, mean reward, the success-rate distribution of its
-admitted modules and the band pool's size. Plots need matplotlib; without it the tables stay.
+Coder's held-out pass@1/5/10 and fast_1 before (the round's start policy, `eval/warm`) and after its phase, and
+how far its phase moved its weights (relative L2 change from the start checkpoint named in round-r/coder.yaml to
+round-r/coder/policy, and how many tensors changed: a phase without advantages leaves them bit-identical); the
+Proposer's proposals, admission rate, rejection reasons, mean reward and the values its rewards took (a round where
+every p is 0 or 1 shows only 0 and -1), the success-rate distribution of its admitted modules and the band pool's
+size. Plots need matplotlib; without it the tables stay.
 """
 
 from __future__ import annotations
@@ -37,6 +40,31 @@ def _eval(folder: Path) -> dict[str, Any] | None:
     }
 
 
+def weight_change(start: Path, end: Path) -> dict[str, Any] | None:
+    """{"relative_l2": |end - start| / |start| over every tensor both hold, "changed": tensors not bit-identical,
+    "tensors": tensors compared}; None when either folder has no model.safetensors (a hub id, an unfinished phase)."""
+    a_path, b_path = Path(start) / "model.safetensors", Path(end) / "model.safetensors"
+    if not (a_path.is_file() and b_path.is_file()):
+        return None
+    import torch
+    from safetensors.torch import load_file
+
+    a, b = load_file(a_path), load_file(b_path)
+    keys = sorted(set(a) & set(b))
+    diff = sum(float((b[k].double() - a[k].double()).pow(2).sum()) for k in keys)
+    base = sum(float(a[k].double().pow(2).sum()) for k in keys)
+    changed = sum(1 for k in keys if not torch.equal(a[k], b[k]))
+    return {"relative_l2": (diff / base) ** 0.5 if base else None, "changed": changed, "tensors": len(keys)}
+
+
+def _coder_moved(folder: Path) -> dict[str, Any] | None:
+    config = folder / "coder.yaml"
+    if not config.exists():
+        return None
+    start = (json.loads(config.read_text()).get("model") or {}).get("path")
+    return weight_change(Path(start), folder / "coder" / "policy") if start else None
+
+
 def round_rows(run: Path) -> list[dict[str, Any]]:
     """One dict per round folder: Proposer statistics and the Coder's evaluations."""
     rows = []
@@ -54,11 +82,13 @@ def round_rows(run: Path) -> list[dict[str, Any]]:
                 "admission_rate": len(admitted) / len(records) if records else None,
                 "reasons": dict(Counter(r["reason"] for r in records if not r["admitted"]).most_common()),
                 "reward_mean": _mean([r["reward"] for r in records if r["reward"] is not None]),  # None: skipped
+                "rewards": Counter(round(r["reward"], 3) for r in records if r["reward"] is not None),
                 "success": [r["p"] for r in admitted if r["p"] is not None],
                 "band": len(band),
                 "topped_up": sum(1 for b in band if not b.get("provenance", {}).get("in_band", True)),
                 "coder_before": _eval(folder / "coder" / "eval" / "warm"),
                 "coder_after": _eval(evals[-1]) if evals else None,
+                "coder_moved": _coder_moved(folder),
             }
         )
     return rows
@@ -88,8 +118,8 @@ def write_coevolve_report(run_dir: str | Path) -> Path:
     rows = round_rows(run)
     lines = [f"# Co-evolution: {run.name}", "", "## Coder (held-out split, `kernelzero eval`)", ""]
     lines += [
-        "| round | pass@1 before | pass@1 after | pass@5 after | pass@10 after | fast_1 after |",
-        "|---|---|---|---|---|---|",
+        "| round | pass@1 before | pass@1 after | pass@5 after | pass@10 after | fast_1 after | weights moved |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         before, after = r["coder_before"] or {}, r["coder_after"] or {}
@@ -100,12 +130,16 @@ def write_coevolve_report(run_dir: str | Path) -> Path:
             after.get("pass@10"),
             after.get("fast_1"),
         ]
-        lines.append(f"| {r['round']} | " + " | ".join(fmt(c) for c in cells) + " |")
+        moved = r["coder_moved"]
+        rel = moved["relative_l2"] if moved else None
+        shown = f"{rel:.2e} ({moved['changed']} of {moved['tensors']} tensors)" if moved and rel is not None else "n/a"
+        lines.append(f"| {r['round']} | " + " | ".join(fmt(c) for c in cells) + f" | {shown} |")
     lines += ["", "## Proposer", ""]
     lines += [
-        "| round | proposals | admission rate | mean reward | success rates of admitted (p: modules) | band pool (topped up) | rejections |"
+        "| round | proposals | admission rate | mean reward | rewards (value: proposals) "
+        "| success rates of admitted (p: modules) | band pool (topped up) | rejections |"
     ]
-    lines += ["|---|---|---|---|---|---|---|"]
+    lines += ["|---|---|---|---|---|---|---|---|"]
     for r in rows:
         hist = ", ".join(f"{p:.2f}: {n}" for p, n in sorted(Counter(r["success"]).items())) or "none"
         reasons = ", ".join(f"{k} {v}" for k, v in r["reasons"].items()) or "none"
@@ -113,6 +147,7 @@ def write_coevolve_report(run_dir: str | Path) -> Path:
             "frozen (earlier pool)" if r["frozen"] else r["proposals"],
             fmt(r["admission_rate"]),
             fmt(r["reward_mean"]),
+            ", ".join(f"{v:g}: {n}" for v, n in sorted(r["rewards"].items())) or "none",
             hist,
             f"{r['band']} ({r['topped_up']})",
             reasons,

@@ -172,6 +172,18 @@ def first_draw_curve(steps: list[dict[str, Any]], windows: int = 4) -> list[dict
     return rows
 
 
+def _first_draw_lines(steps: list[dict[str, Any]]) -> list[str]:
+    fresh = first_draw_curve(steps)
+    if not fresh:
+        return []
+    head = ["", "Training tasks at their first draw (new to GRPO), correct share by stretch of steps:"]
+    return head + [
+        f"- steps {r['steps'][0]}-{r['steps'][1]}: {r['correct']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] "
+        f"over {r['tasks']} tasks"
+        for r in fresh
+    ]
+
+
 def write_train_report(run_dir: str | Path) -> Path:
     """Write `report.md` (and its PNGs) into a Coder run folder; return its path."""
     run = Path(run_dir)
@@ -213,14 +225,7 @@ def write_train_report(run_dir: str | Path) -> Path:
             f"{again['after']:.3f} at the latest, gain {again['gain']:+.3f} "
             f"(95% interval {again['ci'][0]:+.3f} to {again['ci'][1]:+.3f}, tasks as the unit).",
         ]
-    fresh = first_draw_curve(steps)
-    if fresh:
-        lines += ["", "Training tasks at their first draw (new to GRPO), correct share by stretch of steps:"]
-        lines += [
-            f"- steps {r['steps'][0]}-{r['steps'][1]}: {r['correct']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] "
-            f"over {r['tasks']} tasks"
-            for r in fresh
-        ]
+    lines += _first_draw_lines(steps)
     if steps:
         statuses: dict[str, int] = {}
         for s in steps:

@@ -1,0 +1,38 @@
+"""bench/miniature_sampling.py reads a split from the exported folder, or draws it from the config when absent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import miniature_sampling
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return miniature_sampling
+
+
+def test_a_split_missing_from_the_folder_is_drawn_from_the_config_and_kept(tmp_path):
+    bench = _bench()
+    (tmp_path / "tasks").mkdir()
+    config = str(ROOT / "configs" / "tiny-cpu.yaml")
+    tasks, solutions = bench.split_tasks(tmp_path, "sft", 2, config)
+    assert len(tasks) == 2 and all(t.name in solutions for t in tasks)
+    assert (tmp_path / "tasks" / "sft-sample2.jsonl").exists()
+    again, _ = bench.split_tasks(tmp_path, "sft", 2, config)
+    assert [t.name for t in again] == [t.name for t in tasks]  # the same seeded sample
+
+
+def test_samples_must_match_the_temperatures():
+    bench = _bench()
+    with pytest.raises(SystemExit):
+        bench.main(["--temps", "0", "1", "--samples", "1"])
+    with pytest.raises(SystemExit):
+        bench.main(["--temps", "-1"])
