@@ -8,19 +8,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def _bench():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import miniature_sampling
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return miniature_sampling
+import miniature_sampling as bench  # noqa: E402
 
 
 def test_a_split_missing_from_the_folder_is_drawn_from_the_config_and_kept(tmp_path):
-    bench = _bench()
     (tmp_path / "tasks").mkdir()
     config = str(ROOT / "configs" / "tiny-cpu.yaml")
     tasks, solutions = bench.split_tasks(tmp_path, "sft", 2, config)
@@ -31,7 +24,6 @@ def test_a_split_missing_from_the_folder_is_drawn_from_the_config_and_kept(tmp_p
 
 
 def test_samples_must_match_the_temperatures():
-    bench = _bench()
     with pytest.raises(SystemExit):
         bench.main(["--temps", "0", "1", "--samples", "1"])
     with pytest.raises(SystemExit):
