@@ -32,6 +32,7 @@ import shutil
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 PART_BYTES = (16 << 20) - (64 << 10)  # under the device's 16 MiB a returned file
 BLOB = "policy.bf16.safetensors"
@@ -64,12 +65,12 @@ def _weights(folder: Path) -> dict:
     return state
 
 
-def pack(run: Path, out: Path, report: list[Path] = (), part_bytes: int = PART_BYTES) -> dict:
-    """Write the run's state into `out` (the parts and the tarball); move `report` files into the tarball."""
+def write_parts(folder: Path, out: Path, part_bytes: int = PART_BYTES) -> tuple[dict, list[dict]]:
+    """`folder`'s weights in bfloat16 as one safetensors blob cut into parts under `part_bytes` in `out`; returns the
+    rounded state and the parts' records (name, bytes, sha256) for the manifest."""
     import torch
     from safetensors.torch import save
 
-    folder, step = latest_policy(run)
     state = {k: v.to(torch.bfloat16).contiguous() for k, v in _weights(folder).items()}
     blob = save(state, metadata={"format": "pt"})
     parts = []
@@ -77,6 +78,32 @@ def pack(run: Path, out: Path, report: list[Path] = (), part_bytes: int = PART_B
         chunk = blob[at : at + part_bytes]
         (out / f"{BLOB}.part{i}").write_bytes(chunk)
         parts.append({"name": f"{BLOB}.part{i}", "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
+    return state, parts
+
+
+def load_policy(src: Path, manifest: dict, folder: Path) -> Any:
+    """The carried weights (checked part by part) as a float32 model of `folder`'s config.json (which came with the
+    tarball); the caller saves it, then puts the carried configs back (save_pretrained rewrites them)."""
+    import torch
+    from safetensors.torch import load
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    state = load(_blob(src, manifest))
+    if len(state) != manifest["tensors"]:
+        raise ValueError(f"{src}: {len(state)} tensors, the manifest says {manifest['tensors']}")
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), dtype=torch.float32)
+    missing, unexpected = model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=False)
+    tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()  # saved once
+    if unexpected or set(missing) - tied:
+        raise ValueError(f"{src}: the carried weights do not fit {folder}'s config ({missing[:3]}, {unexpected[:3]})")
+    model.tie_weights()
+    return model
+
+
+def pack(run: Path, out: Path, report: list[Path] = (), part_bytes: int = PART_BYTES) -> dict:
+    """Write the run's state into `out` (the parts and the tarball); move `report` files into the tarball."""
+    folder, step = latest_policy(run)
+    state, parts = write_parts(folder, out, part_bytes)
     left, files = [], []
     for f in sorted(p for p in run.rglob("*") if p.is_file()):
         rel = f.relative_to(run)
@@ -132,25 +159,14 @@ def restore(src: Path, run: Path) -> int:
     """Rebuild `run` from a carried state in `src`; return its step. The policy is written float32 into the folder
     it came from (for a checkpoint, also into run/policy with step.txt), loadable by from_pretrained and by the
     trainer's resume (no optimizer file: the optimizer starts afresh)."""
-    import torch
-    from safetensors.torch import load
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     if not (src / TAR).exists():
         raise FileNotFoundError(f"{src}: no {TAR} (keep a call's files with `miniature_carry.py keep` first)")
     manifest = read_manifest(src)
-    state = load(_blob(src, manifest))
-    if len(state) != manifest["tensors"]:
-        raise ValueError(f"{src}: {len(state)} tensors, the manifest says {manifest['tensors']}")
+    _blob(src, manifest)  # every part there and intact before anything is written
     run.mkdir(parents=True, exist_ok=True)
     members = _extract_run(src, run)
     folder = run / manifest["policy"]
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), dtype=torch.float32)
-    missing, unexpected = model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=False)
-    tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()  # saved once
-    if unexpected or set(missing) - tied:
-        raise ValueError(f"{src}: the carried weights do not fit {folder}'s config ({missing[:3]}, {unexpected[:3]})")
-    model.tie_weights()
+    model = load_policy(src, manifest, folder)
     targets = [folder] + ([run / "policy"] if manifest["step"] else [])
     for target in targets:
         model.save_pretrained(target)
