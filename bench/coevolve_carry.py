@@ -27,7 +27,6 @@ Proposer phase from a carry (refused, saying so). Nothing is carried when the ro
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
@@ -43,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_out import out_dir  # noqa: E402
 from miniature_carry import (  # noqa: E402
     HEAVY,
-    MANIFEST,
     MAX_FILE,
     TAR,
     _blob,
@@ -51,6 +49,7 @@ from miniature_carry import (  # noqa: E402
     load_policy,
     read_manifest,
     write_parts,
+    write_tar,
 )
 
 
@@ -112,15 +111,7 @@ def pack_run(root: Path, out: Path, report: list[Path] = ()) -> dict:
         "dtype": "bfloat16",
         "left_behind": [str(r) for r in left],
     }
-    with tarfile.open(out / TAR, "w:gz") as tar:
-        for rel in files:
-            tar.add(root / rel, arcname=f"run/{rel}")
-        for f in report:
-            tar.add(f, arcname=f"report/{f.name}")
-        data = json.dumps(manifest, indent=1).encode()
-        info = tarfile.TarInfo(MANIFEST)
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    write_tar(out / TAR, root, files, report, manifest)
     mib = sum(p["bytes"] for p in parts) / 2**20
     print(f"[carry] out: after {manifest['phases'] or 'nothing'}; Coder {manifest['policy']} {mib:.1f} MiB", flush=True)
     return manifest

@@ -100,6 +100,19 @@ def load_policy(src: Path, manifest: dict, folder: Path) -> Any:
     return model
 
 
+def write_tar(path: Path, run: Path, files: list[Path], report: list[Path], manifest: dict) -> None:
+    """The tarball: `files` (relative to `run`) under run/, `report` files under report/, and the manifest."""
+    with tarfile.open(path, "w:gz") as tar:
+        for rel in files:
+            tar.add(run / rel, arcname=f"run/{rel}")
+        for f in report:
+            tar.add(f, arcname=f"report/{f.name}")
+        data = json.dumps(manifest, indent=1).encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
 def pack(run: Path, out: Path, report: list[Path] = (), part_bytes: int = PART_BYTES) -> dict:
     """Write the run's state into `out` (the parts and the tarball); move `report` files into the tarball."""
     folder, step = latest_policy(run)
@@ -118,15 +131,7 @@ def pack(run: Path, out: Path, report: list[Path] = (), part_bytes: int = PART_B
         "dtype": "bfloat16",
         "left_behind": [str(r) for r in left],
     }
-    with tarfile.open(out / TAR, "w:gz") as tar:
-        for rel in files:
-            tar.add(run / rel, arcname=f"run/{rel}")
-        for f in report:
-            tar.add(f, arcname=f"report/{f.name}")
-        data = json.dumps(manifest, indent=1).encode()
-        info = tarfile.TarInfo(MANIFEST)
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    write_tar(out / TAR, run, files, report, manifest)
     for f in report:
         f.unlink()
     mib = sum(p["bytes"] for p in parts) / 2**20
