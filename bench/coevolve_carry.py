@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -46,6 +45,7 @@ from miniature_carry import (  # noqa: E402
     TAR,
     _blob,
     _extract_run,
+    copy_carry,
     load_policy,
     read_manifest,
     write_parts,
@@ -131,13 +131,12 @@ def restore_run(src: Path, root: Path, rounds: int = 1) -> dict:
         raise ValueError(
             f"round {later[0]}'s Proposer phase needs round {later[0] - 1}'s Proposer, which no carry holds"
         )
-    if manifest["parts"]:
-        _blob(src, manifest)  # every part there and intact before anything is written
+    blob = _blob(src, manifest)  # every part there and intact before anything is written
     root.mkdir(parents=True, exist_ok=True)
     _extract_run(src, root)
     if manifest["policy"]:
         folder = root / manifest["policy"]
-        load_policy(src, manifest, folder).save_pretrained(folder)
+        load_policy(blob, manifest, folder).save_pretrained(folder)
         _extract_run(src, root)  # the carried configs again (save_pretrained rewrote them)
     if "round-1/proposer" not in done and (root / "state.json").exists():
         data = json.loads((root / "state.json").read_text())
@@ -149,18 +148,7 @@ def restore_run(src: Path, root: Path, rounds: int = 1) -> dict:
 
 def keep(files_at: Path, to: Path) -> None:
     """Here, after a call: replace `to` with the call's carry and unpack its report files beside it."""
-    if not (files_at / TAR).exists():
-        raise SystemExit(f"{files_at}: no {TAR}: the call ended before it carried its state out")
-    manifest = read_manifest(files_at)
-    if manifest["parts"]:
-        _blob(files_at, manifest)
-    if to.exists():
-        shutil.rmtree(to)
-    to.mkdir(parents=True)
-    for name in [TAR] + [p["name"] for p in manifest["parts"]]:
-        shutil.copyfile(files_at / name, to / name)
-    with tarfile.open(to / TAR) as tar:
-        tar.extractall(to, members=[m for m in tar.getmembers() if m.name.startswith("report/")], filter="data")
+    manifest, _ = copy_carry(files_at, to, "the call ended before it carried its state out")
     print(f"kept the round after {manifest['phases'] or 'nothing'} in {to} (Coder {manifest['policy']})")
 
 

@@ -81,21 +81,22 @@ def write_parts(folder: Path, out: Path, part_bytes: int = PART_BYTES) -> tuple[
     return state, parts
 
 
-def load_policy(src: Path, manifest: dict, folder: Path) -> Any:
-    """The carried weights (checked part by part) as a float32 model of `folder`'s config.json (which came with the
-    tarball); the caller saves it, then puts the carried configs back (save_pretrained rewrites them)."""
+def load_policy(blob: bytes, manifest: dict, folder: Path) -> Any:
+    """The carried weights (`blob`: the parts joined and checked by `_blob`) as a float32 model of `folder`'s
+    config.json (which came with the tarball); the caller saves it, then puts the carried configs back
+    (save_pretrained rewrites them)."""
     import torch
     from safetensors.torch import load
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    state = load(_blob(src, manifest))
+    state = load(blob)
     if len(state) != manifest["tensors"]:
-        raise ValueError(f"{src}: {len(state)} tensors, the manifest says {manifest['tensors']}")
+        raise ValueError(f"{folder}: {len(state)} carried tensors, the manifest says {manifest['tensors']}")
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), dtype=torch.float32)
     missing, unexpected = model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=False)
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()  # saved once
     if unexpected or set(missing) - tied:
-        raise ValueError(f"{src}: the carried weights do not fit {folder}'s config ({missing[:3]}, {unexpected[:3]})")
+        raise ValueError(f"the carried weights do not fit {folder}'s config ({missing[:3]}, {unexpected[:3]})")
     model.tie_weights()
     return model
 
@@ -167,11 +168,11 @@ def restore(src: Path, run: Path) -> int:
     if not (src / TAR).exists():
         raise FileNotFoundError(f"{src}: no {TAR} (keep a call's files with `miniature_carry.py keep` first)")
     manifest = read_manifest(src)
-    _blob(src, manifest)  # every part there and intact before anything is written
+    blob = _blob(src, manifest)  # every part there and intact before anything is written
     run.mkdir(parents=True, exist_ok=True)
     members = _extract_run(src, run)
     folder = run / manifest["policy"]
-    model = load_policy(src, manifest, folder)
+    model = load_policy(blob, manifest, folder)
     targets = [folder] + ([run / "policy"] if manifest["step"] else [])
     for target in targets:
         model.save_pretrained(target)
@@ -194,10 +195,11 @@ def _extract_run(src: Path, run: Path) -> list[tarfile.TarInfo]:
     return members
 
 
-def keep(files_at: Path, to: Path) -> None:
-    """Here, after a call: replace `to` with the call's carried state (parts and tarball) and list what it holds."""
+def copy_carry(files_at: Path, to: Path, missing: str) -> tuple[dict, list[str]]:
+    """Replace `to` with a call's carry (parts checked first, tarball) and unpack its report files there; returns the
+    manifest and the report files' names. `missing`: why a call's folder may hold no tarball."""
     if not (files_at / TAR).exists():
-        raise SystemExit(f"{files_at}: no {TAR}: the call ran without --carry-out or ended before it")
+        raise SystemExit(f"{files_at}: no {TAR}: {missing}")
     manifest = read_manifest(files_at)
     _blob(files_at, manifest)  # every part there and intact before the old state is dropped
     if to.exists():
@@ -206,8 +208,14 @@ def keep(files_at: Path, to: Path) -> None:
     for name in [TAR] + [p["name"] for p in manifest["parts"]]:
         shutil.copyfile(files_at / name, to / name)  # not the device files' read-only mode
     with tarfile.open(to / TAR) as tar:
-        report = [m.name for m in tar.getmembers() if m.name.startswith("report/")]
-        tar.extractall(to, members=[m for m in tar.getmembers() if m.name.startswith("report/")], filter="data")
+        report = [m for m in tar.getmembers() if m.name.startswith("report/")]
+        tar.extractall(to, members=report, filter="data")
+    return manifest, [m.name for m in report]
+
+
+def keep(files_at: Path, to: Path) -> None:
+    """Here, after a call: replace `to` with the call's carried state (parts and tarball) and list what it holds."""
+    manifest, report = copy_carry(files_at, to, "the call ran without --carry-out or ended before it")
     print(f"kept step {manifest['step']} ({manifest['policy']}) in {to}; report files: {', '.join(report) or 'none'}")
     if manifest["left_behind"]:
         print(f"left behind on the machine (over {MAX_FILE >> 20} MiB): {', '.join(manifest['left_behind'])}")

@@ -283,9 +283,7 @@ def _report_miniature(args: argparse.Namespace, run: Path) -> None:
         st["broken"] = round(bad / st["samples"], 3) if st.get("samples") else None
     print(_table(steps, STEP_KEYS))
     print(f"training tasks drawn again, first draw against latest: {redrawn_gain(steps)}")
-    fresh = [
-        {**r, "correct": round(r["correct"], 3), "ci": [round(c, 3) for c in r["ci"]]} for r in first_draw_curve(steps)
-    ]
+    fresh = [{**r, "ci": [round(c, 3) for c in r["ci"]]} for r in first_draw_curve(steps)]  # _table rounds floats
     print(_table(fresh, ["steps", "tasks", "correct", "ci"]))  # unseen GRPO tasks: learning in general, not recall
     warm = run / "warm_start.jsonl"
     files = {
