@@ -38,7 +38,10 @@ def rows(run: Path) -> list[str]:
             out.append(cells)
         c = _steps(folder / "coder" / "steps.jsonl")
         if c:
-            correct = sum(s["correct_rate"] * s["samples"] for s in c) / max(1, sum(s["samples"] for s in c))
+            batches = [s for s in c if "samples" in s]  # a reused batch's update-only lines have no statistics
+            correct = sum(s["correct_rate"] * s["samples"] for s in batches) / max(
+                1, sum(s["samples"] for s in batches)
+            )
             cells = [f"{folder.name} Coder", len(c), _sum(c, "time_generate_s"), 0.0, 0.0]
             cells += [_sum(c, "time_verify_s"), _sum(c, "time_update_s"), _sum(c, "time_step_s")]
             cells += [f"correct {correct:.2f}"]

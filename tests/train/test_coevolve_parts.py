@@ -319,4 +319,13 @@ def test_report_says_how_far_the_coder_phase_moved_the_weights(tmp_path):
     assert weight_change(start, tmp_path / "missing") is None
     (tmp_path / "round-1" / "coder.yaml").write_text(json.dumps({"model": {"path": str(start)}}))
     text = write_coevolve_report(tmp_path).read_text()
-    assert "| 1 | n/a | n/a | n/a | n/a | n/a | 1.00e+00 (1 of 2 tensors) |" in text
+    assert "| 1 | n/a | n/a | n/a | n/a | n/a | 1.00e+00 (1 of 2 tensors) | n/a |" in text
+    steps = [  # two generated batches, one with a group with signal; the other's two updates were held
+        {"step": 1, "samples": 4, "groups_with_signal": 0},
+        {"step": 2, "held": True},
+        {"step": 3, "samples": 4, "groups_with_signal": 1},
+        {"step": 4},
+    ]
+    (end.parent / "steps.jsonl").write_text("".join(json.dumps(x) + "\n" for x in steps))
+    text = write_coevolve_report(tmp_path).read_text()
+    assert "| 1.00e+00 (1 of 2 tensors) | 1 of 2 (1) |" in text

@@ -25,4 +25,16 @@ def test_modules_it_cannot_write_give_none():
     assert template_kernel(write_module(("relu", "sum"), 0)) is None  # a reduction
     assert template_kernel("def broken(:") is None
     pool = [{"apis": ["gelu", "linear"]}, {"apis": ["abs", "exp"]}, {"apis": ["relu", "tanh"]}]
-    assert [t.name for t, _ in template_tasks(pool, 1)] == ["template/abs+exp"]  # the first writable set
+    # the Proposer's warm start fits the first two sets the writer writes; the Coder gets the kernels it can write
+    assert [t.name for t, _ in template_tasks(pool, 2)] == ["template/abs+exp"]
+
+
+def test_variants_are_the_writer_s_other_seeds_each_once():
+    pool = [{"apis": ["abs", "exp", "silu"]}, {"apis": ["relu", "tanh"]}]
+    got = template_tasks(pool, 1, variants=4)
+    expected = list(
+        dict.fromkeys(write_module(("abs", "exp", "silu"), seed) for seed in range(4))
+    )  # distinct, in order
+    assert [t.source for t, _ in got] == expected and len(expected) >= 2
+    assert [t.name for t, _ in got][:2] == ["template/abs+exp+silu", "template/abs+exp+silu_1"]
+    assert all(kernel == template_kernel(t.source) for t, kernel in got)

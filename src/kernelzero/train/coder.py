@@ -301,7 +301,10 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         train_dataset=ds,
         processing_class=tok,
         peft_config=lora_config(cfg),
-        callbacks=[log.callback(), TimeBudget(cfg.grpo.max_minutes, per_batch=cfg.grpo.num_iterations)]
+        callbacks=[
+            log.callback(cfg.grpo.hold_without_signal),
+            TimeBudget(cfg.grpo.max_minutes, per_batch=cfg.grpo.num_iterations),
+        ]
         + anchor_callbacks(cfg, run, splits, tok, log),
     )
     _log(
@@ -361,14 +364,14 @@ def _start(cfg: CoderTrainConfig) -> Path:
     return run
 
 
-def prepare_only(cfg: CoderTrainConfig, sft: Sequence[tuple[Task, str]] = ()) -> Path:
+def prepare_only(cfg: CoderTrainConfig, sft: Sequence[tuple[Task, str]] = (), keep_sft: bool = False) -> Path:
     """Write the tasks and the start policy (warm start included) and stop: run this once before launching
     GRPO on several processes, so that they do not race to write them. `sft`: (task, kernel) pairs the
-    warm start fits instead of the sft split (co-evolution's template modules)."""
+    warm start fits instead of the sft split (co-evolution's template modules), or beside it with `keep_sft`."""
     run = _start(cfg)
     splits, solutions = prepare_tasks(cfg, run)
     if sft:
-        splits["sft"] = [task for task, _ in sft]
+        splits["sft"] = (splits["sft"] if keep_sft else []) + [task for task, _ in sft]
         solutions.update({task.name: kernel for task, kernel in sft})
     return prepare_policy(cfg, run, splits, solutions)
 

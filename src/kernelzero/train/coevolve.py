@@ -144,10 +144,10 @@ def prepare(cfg: CoevolveConfig) -> dict[str, str]:
             from kernelzero.train.report import read_jsonl
             from kernelzero.train.template_kernels import template_tasks
 
-            extra = template_tasks(read_jsonl(pool), cfg.proposer.warm_start_sets)
+            extra = template_tasks(read_jsonl(pool), cfg.proposer.warm_start_sets, cfg.proposer.warm_start_variants)
             if not extra:
                 raise ValueError("coevolution.coder_warm_templates: no API set of the pool has a template kernel")
-        coder = str(prepare_only(init, extra))
+        coder = str(prepare_only(init, extra, cfg.loop.coder_warm_keep_sft))
     proposer = str(prepare_proposer_policy(cfg, root))
     return {"pool": str(pool), "coder": coder, "proposer": proposer}
 

@@ -102,6 +102,7 @@ class ProposerConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     warm_start: WarmStartConfig = field(default_factory=lambda: WarmStartConfig(steps=0))
     warm_start_sets: int = 4  # API sets whose template modules the warm start fits (tiny models)
+    warm_start_variants: int = 1  # template modules per set (seeds 0..n-1: another order of steps, other shapes)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     pool: PoolSettings = field(default_factory=PoolSettings)
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
@@ -117,6 +118,7 @@ class LoopSettings:
     freeze_proposer_after: int | None = None  # no Proposer update after this round (0: never trained)
     coder_warm_start: bool = True  # the Coder starts from the warm start of the Coder config (tiny models)
     coder_warm_templates: bool = False  # that warm start fits the Proposer's warm-start template modules instead
+    coder_warm_keep_sft: bool = False  # ...beside the Coder config's sft split rather than instead of it
     python: str | None = None  # interpreter of the phase processes (None: this one)
     run_dir: str | None = None  # the loop's run folder (None: the top-level run_dir); --set run_dir=... wins
 
@@ -145,7 +147,8 @@ PROPOSER_SECTIONS = {
 def _proposer(data: Any, where: str) -> ProposerConfig:
     if not isinstance(data, dict):
         raise ValueError(f"{where} must be a mapping, got {type(data).__name__}")
-    known = set(PROPOSER_SECTIONS) | {"warm_start_sets"}
+    scalars = ("warm_start_sets", "warm_start_variants")
+    known = set(PROPOSER_SECTIONS) | set(scalars)
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; valid: {sorted(known)}")
@@ -156,10 +159,9 @@ def _proposer(data: Any, where: str) -> ProposerConfig:
             if name == "warm_start" and isinstance(sub, dict):
                 sub = {"steps": 0, **sub}
             kwargs[name] = build_section(cls, sub, f"{where}.{name}")
-    if "warm_start_sets" in data:
-        kwargs["warm_start_sets"] = build_section(
-            ProposerConfig, {"warm_start_sets": data["warm_start_sets"]}, where
-        ).warm_start_sets
+    for name in scalars:
+        if name in data:
+            kwargs[name] = getattr(build_section(ProposerConfig, {name: data[name]}, where), name)
     return ProposerConfig(**kwargs)
 
 
@@ -181,9 +183,11 @@ def validate_proposer(p: ProposerConfig, loop: LoopSettings, where: str) -> None
         (p.admission.device in ("auto", "cpu", "cuda"), "proposer.admission.device: auto, cpu or cuda"),
         (p.admission.jobs >= 1, "proposer.admission.jobs must be >= 1"),
         (p.warm_start_sets >= 1, "proposer.warm_start_sets must be >= 1"),
+        (p.warm_start_variants >= 1, "proposer.warm_start_variants must be >= 1"),
         (loop.rounds >= 1, "coevolution.rounds must be >= 1"),
         (loop.freeze_proposer_after is None or loop.freeze_proposer_after >= 0, "freeze_proposer_after >= 0"),
         (not loop.coder_warm_templates or loop.coder_warm_start, "coevolution.coder_warm_templates: warm start off"),
+        (not loop.coder_warm_keep_sft or loop.coder_warm_templates, "coevolution.coder_warm_keep_sft: templates off"),
     ]
     for ok, message in checks:
         if not ok:

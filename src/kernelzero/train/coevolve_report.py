@@ -6,7 +6,8 @@ Reads only the run folder (round-r/proposer/steps.jsonl and proposals.jsonl, rou
 round-r/coder/eval/*/metrics.json), so it can be re-run on a finished or interrupted run. Per round: the
 Coder's held-out pass@1/5/10 and fast_1 before (the round's start policy, `eval/warm`) and after its phase, and
 how far its phase moved its weights (relative L2 change from the start checkpoint named in round-r/coder.yaml to
-round-r/coder/policy, and how many tensors changed: a phase without advantages leaves them bit-identical); the
+round-r/coder/policy, and how many tensors changed: a phase without advantages leaves them bit-identical), and how
+many of its generated batches had a group with signal (and how many updates were held for want of one); the
 Proposer's proposals, admission rate, rejection reasons, mean reward and the values its rewards took (a round where
 every p is 0 or 1 shows only 0 and -1), the success-rate distribution of its admitted modules and the band pool's
 size. Plots need matplotlib; without it the tables stay.
@@ -65,6 +66,16 @@ def _coder_moved(folder: Path) -> dict[str, Any] | None:
     return weight_change(Path(start), folder / "coder" / "policy") if start else None
 
 
+def _coder_signal(folder: Path) -> dict[str, int] | None:
+    """{"batches": generated batches, "signal": those with a group whose rewards differ, "held": updates held}."""
+    steps = read_jsonl(folder / "coder" / "steps.jsonl") if (folder / "coder" / "steps.jsonl").exists() else []
+    batches = [s for s in steps if "samples" in s]
+    if not batches:
+        return None
+    signal = sum(1 for s in batches if s.get("groups_with_signal"))
+    return {"batches": len(batches), "signal": signal, "held": sum(1 for s in steps if s.get("held"))}
+
+
 def round_rows(run: Path) -> list[dict[str, Any]]:
     """One dict per round folder: Proposer statistics and the Coder's evaluations."""
     rows = []
@@ -89,6 +100,7 @@ def round_rows(run: Path) -> list[dict[str, Any]]:
                 "coder_before": _eval(folder / "coder" / "eval" / "warm"),
                 "coder_after": _eval(evals[-1]) if evals else None,
                 "coder_moved": _coder_moved(folder),
+                "coder_signal": _coder_signal(folder),
             }
         )
     return rows
@@ -118,8 +130,9 @@ def write_coevolve_report(run_dir: str | Path) -> Path:
     rows = round_rows(run)
     lines = [f"# Co-evolution: {run.name}", "", "## Coder (held-out split, `kernelzero eval`)", ""]
     lines += [
-        "| round | pass@1 before | pass@1 after | pass@5 after | pass@10 after | fast_1 after | weights moved |",
-        "|---|---|---|---|---|---|---|",
+        "| round | pass@1 before | pass@1 after | pass@5 after | pass@10 after | fast_1 after | weights moved "
+        "| batches with signal (updates held) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         before, after = r["coder_before"] or {}, r["coder_after"] or {}
@@ -133,7 +146,9 @@ def write_coevolve_report(run_dir: str | Path) -> Path:
         moved = r["coder_moved"]
         rel = moved["relative_l2"] if moved else None
         shown = f"{rel:.2e} ({moved['changed']} of {moved['tensors']} tensors)" if moved and rel is not None else "n/a"
-        lines.append(f"| {r['round']} | " + " | ".join(fmt(c) for c in cells) + f" | {shown} |")
+        sig = r["coder_signal"]
+        signal = f"{sig['signal']} of {sig['batches']} ({sig['held']})" if sig else "n/a"
+        lines.append(f"| {r['round']} | " + " | ".join(fmt(c) for c in cells) + f" | {shown} | {signal} |")
     lines += ["", "## Proposer", ""]
     lines += [
         "| round | proposals | admission rate | mean reward | rewards (value: proposals) "

@@ -97,6 +97,7 @@ class GRPOSettings:
     epsilon: float = 0.2  # clip range
     num_iterations: int = 1  # updates per generation batch (mu)
     mask_truncated: bool = False  # TRL's mask_truncated_completions: a completion cut at the length limit adds no loss
+    hold_without_signal: bool = True  # skip the updates of a batch whose groups all have equal rewards (train/logs.py)
     anchor_tasks: int = 0  # log the NLL of this many held-out tasks' known kernels every step (train/drift.py)
     gradient_accumulation_steps: int = 1  # micro-batches of a step's update (a step: prompts x group completions)
     lora: dict[str, Any] | None = None  # None: full fine-tuning; else peft LoraConfig fields (r, lora_alpha, ...)

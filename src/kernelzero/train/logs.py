@@ -10,9 +10,18 @@ completion length in tokens, the mean reward, TRL's logged metrics, and the step
 start to the reward call), verification (the reward call) and update (the rest), and `batch_step`: the step whose
 generated batch it trained on (itself, or an earlier step's when `grpo.num_iterations` > 1 reuses a batch; such a
 line has no reward statistics and no generation or verification time), and what other callbacks put in `extra`
-(train/drift.py's anchor NLL). After a resume from checkpoint N,
+(train/drift.py's anchor NLL), and `held: true` on a step whose update was held (below). After a resume from checkpoint N,
 `truncate(N)` drops the lines of steps after N (they are redone), so no step appears twice, and TensorBoard
 events from step N+1 on are purged.
+
+`StepLog.callback(hold_without_signal=True)` also holds the weights on a batch with no learning signal: when the
+reward's latest batch had no group whose rewards differ (every advantage zero), each optimizer step on it is skipped
+(the gradients are dropped before `optimizer.step`, so Adam changes neither the weights nor its moments). TRL would
+step anyway on what is left, the KL term's and rounding's gradient, and Adam's normalised first steps turn even a
+gradient of norm 1e-4 into a change of about the learning rate on every weight: a co-evolution round's Coder phase
+whose 128 samples a batch were all `format_error` moved its weights by 3.8e-3 (relative L2) over 72 steps, reward 0
+throughout (H100, 2026-12-06, bench/train.md). Every process sees the gathered batch's statistics, so all hold
+together. The Proposer's log has no `groups_with_signal` and never holds.
 """
 
 from __future__ import annotations
@@ -70,6 +79,8 @@ class StepLog:
         self.step_started = 0.0
         self.step_ended = 0.0
         self.batch_step: int | None = None  # the step that generated the batch the latest step trained on
+        self.signal: int | None = None  # groups with signal in the latest generated batch (None: not known)
+        self.held = False  # the latest optimizer step was skipped (no signal)
 
     def truncate(self, last_step: int) -> None:
         """Keep only the lines of steps <= `last_step` (a resume from that checkpoint redoes the rest)."""
@@ -98,6 +109,7 @@ class StepLog:
             "reward_called_at": info["reward_called_at"],
             "verify_s": info["verify_s"],
         }
+        self.signal = self.pending["groups_with_signal"]
 
     def write(self, step: int, trl_logs: dict[str, float]) -> dict[str, Any]:
         """Write the line of `step` (called once per optimizer step, on the main process)."""
@@ -114,6 +126,7 @@ class StepLog:
             **stats,
             **{k: trl_logs[k] for k in TRL_KEYS if k in trl_logs},
             **self.extra,
+            **({"held": True} if self.held else {}),
             "completion_mean_length": trl_logs.get("completions/mean_length"),
             "time_generate_s": round(generate_s, 3),
             "time_verify_s": round(verify_s, 3),
@@ -130,7 +143,7 @@ class StepLog:
             for status, count in record.get("statuses", {}).items():
                 self.writer.add_scalar(f"status/{status}", count / max(1, record["samples"]), step)
             self.writer.flush()
-        self.pending, self.extra = {}, {}
+        self.pending, self.extra, self.held = {}, {}, False
         return record
 
     def close(self) -> None:
@@ -138,13 +151,20 @@ class StepLog:
             self.writer.close()
             self.writer = None
 
-    def callback(self) -> TrainerCallback:
-        return _StepLogCallback(self)
+    def callback(self, hold_without_signal: bool = False) -> TrainerCallback:
+        return _StepLogCallback(self, hold_without_signal)
 
 
 class _StepLogCallback(TrainerCallback):
-    def __init__(self, log: StepLog):
+    def __init__(self, log: StepLog, hold_without_signal: bool = False):
         self.log = log
+        self.hold = hold_without_signal
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self.hold and self.log.signal == 0 and model is not None:
+            for param in model.parameters():
+                param.grad = None  # torch's optimizers skip a parameter without a gradient: no step, no moments
+            self.log.held = True
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.step_started = time.time()

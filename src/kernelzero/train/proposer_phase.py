@@ -63,13 +63,11 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     if (warm if p.warm_start.steps else init).joinpath("config.json").exists():
         return warm if p.warm_start.steps else init
     pool = read_jsonl(root / "pool.jsonl")
-    pairs = []  # (messages, module source) of template proposals, one per API set
-    for entry in pool:
-        source = write_module(entry["apis"], 0)
-        if source:
-            pairs.append((build_messages(entry["apis"]), source))
-        if len(pairs) >= p.warm_start_sets:
-            break
+    pairs = []  # (messages, module source) of template proposals, warm_start_variants per API set
+    sets = [e["apis"] for e in pool if write_module(e["apis"], 0)][: p.warm_start_sets]
+    for apis in sets:
+        modules = {write_module(apis, seed) for seed in range(p.warm_start_variants)}
+        pairs += [(build_messages(apis), source) for source in sorted(m for m in modules if m)]
     if not pairs:
         raise ValueError("the template generator writes no module for any API set of the pool (template_only?)")
     texts = [m["content"] for msgs, _ in pairs for m in msgs] + [s for _, s in pairs]
@@ -82,7 +80,7 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     tok = AutoTokenizer.from_pretrained(init)
     model = AutoModelForCausalLM.from_pretrained(init, dtype="float32")
     examples = [sft_example(tok, msgs, source) for msgs, source in pairs]
-    _log(f"warm start on {len(examples)} template proposals of {p.warm_start_sets} API sets")
+    _log(f"warm start on {len(examples)} template proposals of {len(sets)} API sets")
     history = warm_start(model, tok, examples, p.warm_start, device_of(cfg.coder), cfg.coder.seed)
     (folder / "warm_start.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     save_policy(model.to("cpu"), tok, warm)

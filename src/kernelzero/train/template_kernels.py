@@ -61,17 +61,25 @@ def template_kernel(source: str) -> str | None:
     return elementwise_solution([line for line in lines if line], two=False)
 
 
-def template_tasks(pool: Iterable[dict[str, Any]], count: int) -> list[tuple[Task, str]]:
-    """(task, kernel) for the template modules (seed 0) of the first `count` API sets of `pool` that the template
-    writer and this module can both write: the modules the tiny Proposer's warm start fits."""
+def template_tasks(pool: Iterable[dict[str, Any]], count: int, variants: int = 1) -> list[tuple[Task, str]]:
+    """(task, kernel) for the template modules (seeds 0..variants-1) of the first `count` API sets of `pool` that
+    the template writer writes: the modules the tiny Proposer's warm start fits (a module this module cannot write a
+    kernel for, or one an earlier seed wrote, is left out). Seed 0's task is `template/<apis>`, seed k's
+    `template/<apis>_k`."""
     from kernelzero.proposer.generator import write_module
 
-    out = []
+    out, sets, seen = [], 0, set()
     for entry in pool:
-        source = write_module(entry["apis"], 0)
-        kernel = template_kernel(source) if source else None
-        if source and kernel:
-            out.append((Task(name=f"template/{'+'.join(entry['apis'])}", source=source), kernel))
-        if len(out) >= count:
+        if sets >= count:
             break
+        if write_module(entry["apis"], 0) is None:
+            continue
+        sets += 1
+        for seed in range(variants):
+            source = write_module(entry["apis"], seed)
+            kernel = template_kernel(source) if source and source not in seen else None
+            seen.add(source)
+            if source and kernel:
+                name = f"template/{'+'.join(entry['apis'])}" + (f"_{seed}" if seed else "")
+                out.append((Task(name=name, source=source), kernel))
     return out

@@ -1,0 +1,65 @@
+"""The tiny co-evolution's warm starts (train/coevolve.prepare): `proposer.warm_start_variants` template modules a
+set for the Proposer, and with `coevolution.coder_warm_keep_sft` the Coder's warm start fits the same modules (with
+their kernels) beside its own sft split rather than instead of it. The real prepare of configs/tiny-cpu.yaml."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs" / "tiny-cpu.yaml"
+INDEX = ROOT / "tests" / "proposer" / "bench_fixture.jsonl"
+
+
+def _prepare(root: Path, keep_sft: bool, capsys) -> tuple[int, int, int, int]:
+    """Run prepare; return (Coder examples, sft split size, Proposer examples, Proposer sets) from its log."""
+    from kernelzero.train.coevolve import freeze_run_config, prepare
+
+    overrides = {
+        "run_dir": str(root),
+        "warm_start": {"steps": 2},
+        "proposer": {
+            "warm_start": {"steps": 2},
+            "warm_start_variants": 3,
+            "admission": {"benchmark_index": str(INDEX)},
+        },
+        "coevolution": {"coder_warm_keep_sft": keep_sft},
+    }
+    cfg, _ = freeze_run_config(CONFIG, overrides)
+    capsys.readouterr()
+    prepare(cfg)
+    out = capsys.readouterr().out
+    coder = int(re.search(r"\[train coder\] warm start on (\d+) examples", out).group(1))
+    proposer = re.search(r"\[train proposer\] warm start on (\d+) template proposals of (\d+) API sets", out)
+    sft = len((root / "coder-init" / "tasks" / "sft.jsonl").read_text().splitlines())
+    return coder, sft, int(proposer.group(1)), int(proposer.group(2))
+
+
+def test_variants_and_the_coder_s_templates_beside_its_sft_split(tmp_path, capsys):
+    from kernelzero.proposer.generator import write_module
+    from kernelzero.train.report import read_jsonl
+    from kernelzero.train.template_kernels import template_tasks
+
+    coder, sft, proposer, sets = _prepare(tmp_path / "keep", True, capsys)
+    pool = read_jsonl(tmp_path / "keep" / "pool.jsonl")
+    apis = [e["apis"] for e in pool if write_module(e["apis"], 0)][0]
+    modules = {write_module(apis, seed) for seed in range(3)}
+    assert sets == 1 and proposer == len(modules) >= 2  # tiny-cpu warm-starts on one set: its distinct variants
+    templates = template_tasks(pool, 1, 3)
+    assert len(templates) == len(modules) and sft > 0
+    assert coder == sft + len(templates)
+    coder, _, _, _ = _prepare(tmp_path / "replace", False, capsys)
+    assert coder == len(templates)  # tiny-cpu's own setting: the templates instead of the sft split
+
+
+def test_keep_sft_without_templates_is_refused(tmp_path):
+    from kernelzero.train.coevolve import freeze_run_config
+
+    overrides = {"run_dir": str(tmp_path), "coevolution": {"coder_warm_templates": False, "coder_warm_keep_sft": True}}
+    with pytest.raises(ValueError, match="coder_warm_keep_sft: templates off"):
+        freeze_run_config(CONFIG, {**overrides, "proposer": {"admission": {"benchmark_index": str(INDEX)}}})
