@@ -120,12 +120,15 @@ def check_each_phase_once_and_no_step_twice(run: Path) -> None:
         for key in ("admission_rate", "success_hist", "reward_mean", "distinct_api_sets", "near_duplicate_share"):
             assert key in s
         assert s["time_generate_s"] > 0 and s["time_admit_s"] > 0 and s["time_update_s"] > 0
+        assert s.get("held", False) == (s["groups_with_signal"] == 0)  # no signal: the update was held
     proposals = rows(run / "round-1" / "proposer" / "proposals.jsonl")
     assert sorted(p["step"] for p in proposals) == [1] * PER_STEP + [2] * PER_STEP
     ids = [p["id"] for p in proposals]
     admissions = [a["id"] for a in rows(run / "proposer" / "admissions.jsonl")]
     assert sorted(admissions) == sorted(ids) and len(set(ids)) == len(ids)
-    assert [s["step"] for s in rows(run / "round-1" / "coder" / "steps.jsonl")] == [1, 2]
+    coder = rows(run / "round-1" / "coder" / "steps.jsonl")
+    assert [s["step"] for s in coder] == [1, 2]
+    assert all(s.get("held", False) == (s["groups_with_signal"] == 0) for s in coder)
 
 
 def check_rewards_follow_admission_and_the_coders_verdicts(run: Path) -> None:

@@ -329,3 +329,15 @@ def test_report_says_how_far_the_coder_phase_moved_the_weights(tmp_path):
     (end.parent / "steps.jsonl").write_text("".join(json.dumps(x) + "\n" for x in steps))
     text = write_coevolve_report(tmp_path).read_text()
     assert "| 1.00e+00 (1 of 2 tensors) | 1 of 2 (1) |" in text
+
+
+def test_proposer_step_counts_groups_whose_rewards_differ():
+    from kernelzero.train.proposer_reward import step_stats
+
+    def rec(reward, admitted=False):
+        return {"admitted": admitted, "reward": reward, "p": 0.5 if admitted else None, "reason": "", "apis": ["a"]}
+
+    records = [rec(-1.0), rec(-1.0), rec(-1.0), rec(1.0, True), rec(None, True), rec(0.5, True)]
+    assert step_stats(records, group_size=2)["groups_with_signal"] == 1  # (-1, -1) none, (-1, 1) one, (None, .5) none
+    assert step_stats(records, group_size=3)["groups_with_signal"] == 1
+    assert "groups_with_signal" not in step_stats(records)  # no group size: not known

@@ -21,7 +21,7 @@ step anyway on what is left, the KL term's and rounding's gradient, and Adam's n
 gradient of norm 1e-4 into a change of about the learning rate on every weight: a co-evolution round's Coder phase
 whose 128 samples a batch were all `format_error` moved its weights by 3.8e-3 (relative L2) over 72 steps, reward 0
 throughout (H100, 2026-12-06, bench/train.md). Every process sees the gathered batch's statistics, so all hold
-together. The Proposer's log has no `groups_with_signal` and never holds.
+together. The Proposer's phase (one process) holds the same way on its step's Frontier Rewards.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ class ProposerStepLog(StepLog):
 
     def on_reward(self, info: dict[str, Any]) -> None:
         self.pending = {**info["stats"], "reward_called_at": info["reward_called_at"], "verify_s": info["verify_s"]}
+        self.signal = info["stats"].get("groups_with_signal")  # a batch without holds the weights (train/logs.py)
 
 
 def _log(msg: str) -> None:
@@ -154,7 +155,7 @@ def _train(cfg: CoevolveConfig, round_no: int, start: Path, phase_dir: Path, ds:
         processing_class=AutoTokenizer.from_pretrained(start),
         peft_config=lora_config(phase_cfg),
         callbacks=[
-            log.callback(),
+            log.callback(cfg.proposer.grpo.hold_without_signal),
             TimeBudget(cfg.proposer.grpo.max_minutes, per_batch=cfg.proposer.grpo.num_iterations),
         ],
     )

@@ -99,9 +99,12 @@ def truncate_step_files(root: Path, phase_dir: Path, round_no: int, done: int) -
         _filter_lines(phase_dir / name, lambda r: r["step"] <= done)
 
 
-def step_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-step statistics of the Proposer: admission, success rates, reward, diversity."""
+def step_stats(records: list[dict[str, Any]], group_size: int = 0) -> dict[str, Any]:
+    """Per-step statistics of the Proposer: admission, success rates, reward, diversity, and with `group_size` (TRL's
+    consecutive completions of one prompt) the groups whose rewards differ (a reward of None left out)."""
     n = len(records)
+    groups = [records[i : i + group_size] for i in range(0, n, group_size)] if group_size > 0 else []
+    values = [[r["reward"] for r in g if r["reward"] is not None] for g in groups]
     admitted = [r for r in records if r["admitted"]]
     rewarded = [r["reward"] for r in records if r["reward"] is not None]  # None: every solve was skipped
     known = [r["p"] for r in admitted if r["p"] is not None]
@@ -118,6 +121,7 @@ def step_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
         "unrewarded": n - len(rewarded),
         "distinct_api_sets": len({tuple(r["apis"]) for r in admitted}),
         "near_duplicate_share": sum(r["reason"] in DEDUP_REASONS for r in records) / n if n else 0.0,
+        **({"groups_with_signal": sum(1 for v in values if v and max(v) > min(v))} if group_size > 0 else {}),
     }
 
 
@@ -267,7 +271,7 @@ class ProposerReward:
             )
         self._write(step, records, solved)
         if self.on_step is not None:
-            stats = step_stats(records)
+            stats = step_stats(records, self.cfg.proposer.grpo.group_size)
             stats["time_admit_s"] = round(admitted_at - called, 3)
             stats["time_solve_generate_s"] = round(gen_s, 3)
             stats["time_solve_verify_s"] = round(verify_s, 3)
