@@ -10,9 +10,9 @@ completion length in tokens, the mean reward, TRL's logged metrics, and the step
 start to the reward call), verification (the reward call) and update (the rest), and `batch_step`: the step whose
 generated batch it trained on (itself, or an earlier step's when `grpo.num_iterations` > 1 reuses a batch; such a
 line has no reward statistics and no generation or verification time), and what other callbacks put in `extra`
-(train/drift.py's anchor NLL), and `held: true` on a step whose update was held (below). After a resume from checkpoint N,
-`truncate(N)` drops the lines of steps after N (they are redone), so no step appears twice, and TensorBoard
-events from step N+1 on are purged.
+(train/drift.py's anchor NLL), and `held: true` on a step whose update was held (below). After a resume from
+checkpoint N, `truncate(N)` drops the lines of steps after N (they are redone), so no step appears twice, and
+TensorBoard events from step N+1 on are purged.
 
 `StepLog.callback(hold_without_signal=True)` also holds the weights on a batch with no learning signal: when the
 reward's latest batch had no group whose rewards differ (every advantage zero), each optimizer step on it is skipped
