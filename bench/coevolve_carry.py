@@ -188,7 +188,7 @@ def call(args: argparse.Namespace) -> int:
     left = args.budget_s - (time.time() - began) - args.reserve_s
     status = run_for([sys.executable, "-m", "kernelzero", "train", *train], left)
     out = out_dir(args)
-    subprocess.run([sys.executable, str(Path(__file__).parent / "coevolve_times.py"), str(root)])
+    subprocess.run([sys.executable, str(Path(__file__).parent / "coevolve_times.py"), str(root), "--steps"])
     if (root / "report.md").exists():
         shutil.copyfile(root / "report.md", out / "coevolve_report.md")
     report = []  # into the tarball: $OUT holds the report, the Coder's parts (3) and the tarball

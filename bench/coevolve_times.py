@@ -1,6 +1,7 @@
 """Time per phase of a co-evolution run, split into generation, admission, verification and update.
 
     python3 bench/coevolve_times.py runs/tiny-gpu-coevolve          # a run folder of `kernelzero train --config`
+    python3 bench/coevolve_times.py runs/tiny-gpu-coevolve --steps  # and a line per Proposer step and Coder batch
 
 Reads the run folder only (round-r/proposer/steps.jsonl, round-r/coder/steps.jsonl, prepare's warm-start logs)
 and prints one markdown table row per phase, summed over its steps, plus the Proposer's admission rate and the
@@ -54,11 +55,41 @@ def rows(run: Path) -> list[str]:
     return lines
 
 
+def _top(counts: dict, n: int = 3) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:n]) or "-"
+
+
+def step_rows(run: Path) -> list[str]:
+    """One line per Proposer step and per generated Coder batch: what item 2 of issue 24 reads first (admission,
+    the success rates of admitted modules, groups with signal, held updates), without unpacking the run."""
+    lines = [
+        "| phase | step | proposals or samples | admitted or correct | p of admitted / statuses | reward | signal |"
+    ]
+    lines.append("|" + "---|" * 7)
+    for folder in sorted(run.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
+        for s in _steps(folder / "proposer" / "steps.jsonl"):
+            cells = [f"{folder.name} Proposer", s["step"], s["proposals"], s["admitted"]]
+            cells += [_top(s.get("success_hist") or {}, 6) + "; rejected: " + _top(s.get("reasons") or {})]
+            cells += [f"{s.get('reward_mean', 0.0):.3f}", s.get("groups_with_signal", "?")]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        c = _steps(folder / "coder" / "steps.jsonl")
+        held = {s["batch_step"] for s in c if s.get("held")}
+        for s in (s for s in c if "samples" in s):
+            cells = [f"{folder.name} Coder", s["step"], s["samples"], f"{s['correct_rate']:.3f}"]
+            cells += [_top(s.get("statuses") or {}), f"{s.get('reward_mean', 0.0):.3f}"]
+            cells += [f"{s.get('groups_with_signal')}" + (" (held)" if s["step"] in held else "")]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="the co-evolution run folder")
+    parser.add_argument("--steps", action="store_true", help="also one line per Proposer step and Coder batch")
     args = parser.parse_args()
     print("\n".join(rows(args.run)))
+    if args.steps:
+        print("\n" + "\n".join(step_rows(args.run)))
 
 
 if __name__ == "__main__":
