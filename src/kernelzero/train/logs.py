@@ -143,7 +143,7 @@ class StepLog:
             for status, count in record.get("statuses", {}).items():
                 self.writer.add_scalar(f"status/{status}", count / max(1, record["samples"]), step)
             self.writer.flush()
-        self.pending, self.extra, self.held = {}, {}, False
+        self.pending, self.extra = {}, {}
         return record
 
     def close(self) -> None:
@@ -168,6 +168,7 @@ class _StepLogCallback(TrainerCallback):
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.step_started = time.time()
+        self.log.held = False  # every process (only the main one writes the line that reads it)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.step_ended = time.time()
