@@ -69,7 +69,8 @@ def step_rows(run: Path) -> list[str]:
     for folder in sorted(run.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
         for s in _steps(folder / "proposer" / "steps.jsonl"):
             cells = [f"{folder.name} Proposer", s["step"], s["proposals"], s["admitted"]]
-            cells += [_top(s.get("success_hist") or {}, 6) + "; rejected: " + _top(s.get("reasons") or {})]
+            tries = "; tries: " + _top(s["try_statuses"]) if s.get("try_statuses") else ""
+            cells += [_top(s.get("success_hist") or {}, 6) + "; rejected: " + _top(s.get("reasons") or {}) + tries]
             cells += [f"{s.get('reward_mean', 0.0):.3f}", s.get("groups_with_signal", "?")]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         c = _steps(folder / "coder" / "steps.jsonl")

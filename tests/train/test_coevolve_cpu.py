@@ -121,6 +121,7 @@ def check_each_phase_once_and_no_step_twice(run: Path) -> None:
             assert key in s
         assert s["time_generate_s"] > 0 and s["time_admit_s"] > 0 and s["time_update_s"] > 0
         assert s.get("held", False) == (s["groups_with_signal"] == 0)  # no signal: the update was held
+        assert sum(s["try_statuses"].values()) == s["admitted"] * N  # the Coder's tries at the admitted modules
     proposals = rows(run / "round-1" / "proposer" / "proposals.jsonl")
     assert sorted(p["step"] for p in proposals) == [1] * PER_STEP + [2] * PER_STEP
     ids = [p["id"] for p in proposals]

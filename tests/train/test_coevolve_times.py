@@ -38,6 +38,7 @@ def test_rows_of_a_round_with_reused_batches(tmp_path):
 def test_step_rows_show_each_proposer_step_and_coder_batch(tmp_path):
     proposer = {"step": 1, "proposals": 4, "admitted": 2, "success_hist": {"0.50": 1, "0.00": 1}}
     proposer |= {"reasons": {"no_code": 2}, "reward_mean": -0.25, "groups_with_signal": 1}
+    proposer |= {"try_statuses": {"correct": 4, "format_error": 12}}
     _write(tmp_path / "round-1" / "proposer" / "steps.jsonl", [proposer])
     coder = [
         {"step": 1, "batch_step": 1, "samples": 8, "correct_rate": 0.0, "statuses": {"format_error": 8}},
@@ -48,6 +49,7 @@ def test_step_rows_show_each_proposer_step_and_coder_batch(tmp_path):
     coder[2] |= {"reward_mean": 0.4, "groups_with_signal": 2}
     _write(tmp_path / "round-1" / "coder" / "steps.jsonl", coder)
     lines = coevolve_times.step_rows(tmp_path)
-    assert lines[2] == "| round-1 Proposer | 1 | 4 | 2 | 0.50 1, 0.00 1; rejected: no_code 2 | -0.250 | 1 |"
+    expected = "0.50 1, 0.00 1; rejected: no_code 2; tries: format_error 12, correct 4"
+    assert lines[2] == f"| round-1 Proposer | 1 | 4 | 2 | {expected} | -0.250 | 1 |"
     assert lines[3] == "| round-1 Coder | 1 | 8 | 0.000 | format_error 8 | 0.000 | 0 (held) |"
     assert lines[4] == "| round-1 Coder | 3 | 8 | 0.500 | correct 4, mismatch 4 | 0.400 | 2 |"

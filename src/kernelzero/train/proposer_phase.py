@@ -36,7 +36,8 @@ class ProposerStepLog(StepLog):
     """steps.jsonl of the Proposer: the reward's statistics plus TRL's metrics and the time split.
 
     `time_generate_s` is the Proposer's own generation, `time_verify_s` the whole reward call, split further
-    into `time_admit_s`, `time_solve_generate_s` (the Coder's N samples) and `time_solve_verify_s`."""
+    into `time_admit_s`, `time_solve_generate_s` (the Coder's N samples) and `time_solve_verify_s`;
+    `try_statuses` counts the verdicts of the Coder's tries at the step's admitted modules (why p is what it is)."""
 
     def on_reward(self, info: dict[str, Any]) -> None:
         self.pending = {**info["stats"], "reward_called_at": info["reward_called_at"], "verify_s": info["verify_s"]}

@@ -272,6 +272,9 @@ class ProposerReward:
         self._write(step, records, solved)
         if self.on_step is not None:
             stats = step_stats(records, self.cfg.proposer.grpo.group_size)
+            stats["try_statuses"] = dict(
+                sorted(Counter(v.status for tries in solved.values() for _, v in tries).items())
+            )
             stats["time_admit_s"] = round(admitted_at - called, 3)
             stats["time_solve_generate_s"] = round(gen_s, 3)
             stats["time_solve_verify_s"] = round(verify_s, 3)
