@@ -39,14 +39,13 @@ def split_tasks(folder: Path, split: str, count: int, config: str) -> tuple[list
     return load_suite(path).tasks[:count], read_solutions(path)
 
 
-def exact_share(model, tok, tasks, solutions, temperature: float, samples: int, batch: int = 16) -> tuple[int, int]:
-    """(samples that are their task's kernel line for line, samples drawn)."""
+def draw(model, tok, tasks, solutions, temperature: float, samples: int, batch: int = 16):
+    """(task, completion text, is it the task's kernel line for line) for `samples` completions of each task."""
     import torch
     from miniature_failures import classify
 
     from kernelzero.train.warm_start import prompt_text
 
-    hits = total = 0
     for i in range(0, len(tasks), batch):
         part = tasks[i : i + batch]
         enc = tok([prompt_text(tok, t, "triton") for t in part], return_tensors="pt", padding=True)
@@ -61,9 +60,14 @@ def exact_share(model, tok, tasks, solutions, temperature: float, samples: int, 
             )
         texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
         for j, text in enumerate(texts):
-            hits += classify(solutions[part[j // samples].name], text) == "same as the solution"
-            total += 1
-    return hits, total
+            task = part[j // samples]
+            yield task, text, classify(solutions[task.name], text) == "same as the solution"
+
+
+def exact_share(model, tok, tasks, solutions, temperature: float, samples: int, batch: int = 16) -> tuple[int, int]:
+    """(samples that are their task's kernel line for line, samples drawn)."""
+    hits = [hit for _, _, hit in draw(model, tok, tasks, solutions, temperature, samples, batch)]
+    return sum(hits), len(hits)
 
 
 def main(argv: list[str] | None = None) -> None:

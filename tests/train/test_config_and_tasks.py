@@ -198,6 +198,13 @@ def test_num_iterations_reaches_trl_and_the_miniature_reuses_each_batch(tmp_path
     assert args.num_iterations == cfg.grpo.num_iterations == 4
     assert args.mask_truncated_completions is cfg.grpo.mask_truncated is True and args.beta == cfg.grpo.kl_beta > 0
     assert cfg.grpo.save_steps % cfg.grpo.num_iterations == 0
+    assert args.adam_epsilon == 1e-8  # TRL's default unless grpo.adam_epsilon says otherwise
+    other = grpo_args(
+        load_config(ROOT / "configs" / "tiny-gpu.yaml", {"device": "cpu", "grpo": {"adam_epsilon": 1e-5}}), tmp_path, 1
+    )
+    assert other.adam_epsilon == 1e-5
+    with pytest.raises(ValueError, match="adam_epsilon must be > 0"):
+        load_config(ROOT / "configs" / "tiny-gpu.yaml", {"device": "cpu", "grpo": {"adam_epsilon": 0}})
     assert args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
 
 

@@ -62,3 +62,23 @@ def test_stops_on_loss_and_on_time(setup):
     assert len(warm_start(model, tok, examples, WarmStartConfig(steps=20, batch_size=1, max_minutes=0.0))) == 1
     with pytest.raises(ValueError, match="at least one example"):
         warm_start(model, tok, [], WarmStartConfig(steps=1))
+
+
+def test_adam_epsilon_sets_how_far_small_gradients_move_the_weights(setup):
+    """At AdamW's default eps the first step moves every weight by about lr whatever its gradient (bias-corrected,
+    m / sqrt(v) = sign(g)); an eps far above the gradients moves them by lr * g / eps, almost nothing."""
+    import copy
+
+    import torch
+
+    tok, examples, model = setup
+
+    def moved(eps: float) -> float:
+        m = copy.deepcopy(model)
+        before = [p.detach().clone() for p in m.parameters()]
+        cfg = WarmStartConfig(steps=1, batch_size=2, lr=1e-3, lr_schedule="constant", adam_epsilon=eps)
+        warm_start(m, tok, examples, cfg)
+        return max(float((p.detach() - b).abs().max()) for p, b in zip(m.parameters(), before))
+
+    assert moved(1e-8) == pytest.approx(1e-3, rel=0.05)
+    assert moved(1e3) < 1e-6

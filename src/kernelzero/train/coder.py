@@ -217,6 +217,7 @@ def grpo_args(cfg: CoderTrainConfig, run: Path, world: int) -> Any:
         num_generations=g.group_size,
         gradient_accumulation_steps=ga,
         learning_rate=g.lr,
+        adam_epsilon=g.adam_epsilon,
         lr_scheduler_type="constant",
         warmup_steps=0,
         temperature=g.temperature,

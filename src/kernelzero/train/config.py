@@ -73,6 +73,7 @@ class WarmStartConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0
     lr_schedule: str = "cosine"  # cosine (decay to 10%) or constant, both after a 5% linear warm-up
+    adam_epsilon: float = 1e-8  # AdamW's eps (as grpo.adam_epsilon)
     stop_loss: float | None = None  # stop once a step's training loss is below this
     max_minutes: float | None = None  # stop (and save) after this much time
     eval_every: int = 0  # > 0: every this many steps, held-out pass@1 on `probe_tasks`; stop once >= band floor
@@ -89,6 +90,8 @@ class GRPOSettings:
     prompts_per_step: int = 8  # distinct tasks per step
     group_size: int = 8  # completions per task (TRL's num_generations), >= 2
     lr: float = 1e-5
+    adam_epsilon: float = 1e-8  # AdamW's eps: the miniature's per-weight gradient is ~5e-6 (RMS), so at 1e-8 every
+    # weight moves by about lr a step whatever its gradient; an eps near that RMS damps the weights with small gradients
     temperature: float = 1.0
     max_completion_length: int = 1024
     loss_type: str = "dapo"  # one of LOSS_TYPES
@@ -315,6 +318,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (g.steps >= 1 and g.prompts_per_step >= 1, "grpo.steps and grpo.prompts_per_step must be >= 1"),
         (g.max_completion_length >= 1 and g.temperature > 0, "grpo.max_completion_length >= 1, temperature > 0"),
         (g.lr > 0 and cfg.warm_start.lr > 0, "learning rates must be > 0"),
+        (g.adam_epsilon > 0 and cfg.warm_start.adam_epsilon > 0, "grpo.adam_epsilon must be > 0 (and warm_start's)"),
         (g.save_steps >= 1 and g.anchor_tasks >= 0, "grpo.save_steps must be >= 1, grpo.anchor_tasks >= 0"),
         (
             g.num_iterations >= 1 and g.epsilon > 0 and g.save_steps % max(1, g.num_iterations) == 0,

@@ -81,7 +81,7 @@ def warm_start(
     rng = random.Random(seed)
     torch.manual_seed(seed)
     model.to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_epsilon)
     warmup = max(1, cfg.steps // 20)
 
     def factor(s: int) -> float:
