@@ -69,8 +69,6 @@ def test_adam_epsilon_sets_how_far_small_gradients_move_the_weights(setup):
     m / sqrt(v) = sign(g)); an eps far above the gradients moves them by lr * g / eps, almost nothing."""
     import copy
 
-    import torch
-
     tok, examples, model = setup
 
     def moved(eps: float) -> float:
