@@ -3,10 +3,9 @@
     cfg = load_config("configs/tiny-cpu.yaml")            # CoderTrainConfig; unknown keys or bad values raise
     cfg = load_config("configs/tiny-cpu.yaml", overrides={"run_dir": "/tmp/run", "grpo": {"steps": 3}})
 
-A YAML file holds the sections below (each optional; a missing key keeps its default). The loader names the
-file, the section and the valid keys when something is wrong, and checks values that would otherwise only
-fail deep inside TRL or on a GPU (vLLM settings included: they are checked here even though vLLM cannot run
-on the project's machines).
+A YAML file holds the sections below (each optional; a missing key keeps its default). The loader names the file,
+the section and the valid keys when something is wrong, and checks values that would otherwise only fail deep inside
+TRL or on a GPU (vLLM settings included, though vLLM cannot run on the project's machines).
 """
 
 from __future__ import annotations
@@ -90,8 +89,7 @@ class GRPOSettings:
     prompts_per_step: int = 8  # distinct tasks per step
     group_size: int = 8  # completions per task (TRL's num_generations), >= 2
     lr: float = 1e-5
-    adam_epsilon: float = 1e-8  # AdamW's eps: the miniature's per-weight gradient is ~5e-6 (RMS), so at 1e-8 every
-    # weight moves by about lr a step whatever its gradient; an eps near that RMS damps the weights with small gradients
+    adam_epsilon: float = 1e-8  # AdamW's eps: far below the gradients (1e-8), every weight moves ~lr a step (README)
     temperature: float = 1.0
     max_completion_length: int = 1024
     loss_type: str = "dapo"  # one of LOSS_TYPES
