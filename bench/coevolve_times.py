@@ -13,14 +13,12 @@ verification and update, as train/logs.py records them.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-def _steps(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+from kernelzero.train.report import batch_lines, read_jsonl  # noqa: E402
 
 
 def _sum(steps: list[dict], key: str) -> float:
@@ -30,16 +28,16 @@ def _sum(steps: list[dict], key: str) -> float:
 def rows(run: Path) -> list[str]:
     out = []
     for folder in sorted(run.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
-        p = _steps(folder / "proposer" / "steps.jsonl")
+        p = read_jsonl(folder / "proposer" / "steps.jsonl")
         if p:
             admitted = sum(s["admitted"] for s in p) / max(1, sum(s["proposals"] for s in p))
             cells = [f"{folder.name} Proposer", len(p), _sum(p, "time_generate_s"), _sum(p, "time_solve_generate_s")]
             cells += [_sum(p, "time_admit_s"), _sum(p, "time_solve_verify_s"), _sum(p, "time_update_s")]
             cells += [_sum(p, "time_step_s"), f"admitted {admitted:.2f}"]
             out.append(cells)
-        c = _steps(folder / "coder" / "steps.jsonl")
+        c = read_jsonl(folder / "coder" / "steps.jsonl")
         if c:
-            batches = [s for s in c if "samples" in s]  # a reused batch's update-only lines have no statistics
+            batches = batch_lines(c)
             correct = sum(s["correct_rate"] * s["samples"] for s in batches) / max(
                 1, sum(s["samples"] for s in batches)
             )
@@ -67,15 +65,15 @@ def step_rows(run: Path) -> list[str]:
     ]
     lines.append("|" + "---|" * 7)
     for folder in sorted(run.glob("round-*"), key=lambda p: int(p.name.split("-")[1])):
-        for s in _steps(folder / "proposer" / "steps.jsonl"):
+        for s in read_jsonl(folder / "proposer" / "steps.jsonl"):
             cells = [f"{folder.name} Proposer", s["step"], s["proposals"], s["admitted"]]
             tries = "; tries: " + _top(s["try_statuses"]) if s.get("try_statuses") else ""
             cells += [_top(s.get("success_hist") or {}, 6) + "; rejected: " + _top(s.get("reasons") or {}) + tries]
             cells += [f"{s.get('reward_mean', 0.0):.3f}", s.get("groups_with_signal", "?")]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-        c = _steps(folder / "coder" / "steps.jsonl")
+        c = read_jsonl(folder / "coder" / "steps.jsonl")
         held = {s["batch_step"] for s in c if s.get("held")}
-        for s in (s for s in c if "samples" in s):
+        for s in batch_lines(c):
             cells = [f"{folder.name} Coder", s["step"], s["samples"], f"{s['correct_rate']:.3f}"]
             cells += [_top(s.get("statuses") or {}), f"{s.get('reward_mean', 0.0):.3f}"]
             cells += [f"{s.get('groups_with_signal')}" + (" (held)" if s["step"] in held else "")]

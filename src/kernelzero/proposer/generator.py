@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from kernelzero.proposer.genops import ANY, OPS, Op, spatial_suffix
 
@@ -234,6 +236,28 @@ def write_module(apis: tuple[str, ...] | list[str], seed: int = 0) -> str | None
     except _CannotWrite:
         return None
     return writer.source(apis)
+
+
+def template_modules(
+    pool: Iterable[dict[str, Any]], count: int, variants: int = 1
+) -> list[tuple[list[str], list[tuple[int, str]]]]:
+    """The template proposals a tiny Proposer is warm-started on: for each of the first `count` API sets of `pool`
+    (rows with "apis") that this writer writes, its distinct modules of seeds 0..variants-1 as (seed, source), a
+    module an earlier seed wrote left out. The Coder's warm-start templates (train/template_kernels.py) are these."""
+    out: list[tuple[list[str], list[tuple[int, str]]]] = []
+    for entry in pool:
+        if len(out) >= count:
+            break
+        modules: dict[str, int] = {}
+        for seed in range(variants):
+            source = write_module(entry["apis"], seed)
+            if seed == 0 and source is None:
+                break
+            if source and source not in modules:
+                modules[source] = seed
+        if modules:
+            out.append((list(entry["apis"]), [(seed, source) for source, seed in modules.items()]))
+    return out
 
 
 def completion_for(apis: tuple[str, ...] | list[str], seed: int = 0) -> str:

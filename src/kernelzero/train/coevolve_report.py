@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kernelzero.train.report import fmt, plot_lines, plot_section, pyplot, read_jsonl, save_plot
+from kernelzero.train.report import batch_lines, fmt, plot_lines, plot_section, pyplot, read_jsonl, save_plot
 
 
 def _mean(values: list[float]) -> float | None:
@@ -68,8 +68,8 @@ def _coder_moved(folder: Path) -> dict[str, Any] | None:
 
 def _coder_signal(folder: Path) -> dict[str, int] | None:
     """{"batches": generated batches, "signal": those with a group whose rewards differ, "held": updates held}."""
-    steps = read_jsonl(folder / "coder" / "steps.jsonl") if (folder / "coder" / "steps.jsonl").exists() else []
-    batches = [s for s in steps if "samples" in s]
+    steps = read_jsonl(folder / "coder" / "steps.jsonl")
+    batches = batch_lines(steps)
     if not batches:
         return None
     signal = sum(1 for s in batches if s.get("groups_with_signal"))

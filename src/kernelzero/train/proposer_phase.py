@@ -52,7 +52,7 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     """The Proposer's start policy: `proposer.model.path`, or a tiny model built and warm-started here."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from kernelzero.proposer.generator import write_module
+    from kernelzero.proposer.generator import template_modules
     from kernelzero.train.coder import device_of
     from kernelzero.train.tiny import build_model, build_tokenizer, count_parameters, save_policy
     from kernelzero.train.warm_start import sft_example, warm_start
@@ -65,11 +65,9 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     if (warm if p.warm_start.steps else init).joinpath("config.json").exists():
         return warm if p.warm_start.steps else init
     pool = read_jsonl(root / "pool.jsonl")
-    pairs = []  # (messages, module source) of template proposals, warm_start_variants per API set
-    sets = [e["apis"] for e in pool if write_module(e["apis"], 0)][: p.warm_start_sets]
-    for apis in sets:
-        modules = {write_module(apis, seed) for seed in range(p.warm_start_variants)}
-        pairs += [(build_messages(apis), source) for source in sorted(m for m in modules if m)]
+    sets = template_modules(pool, p.warm_start_sets, p.warm_start_variants)
+    # (messages, module source) of template proposals, warm_start_variants per API set
+    pairs = [(build_messages(apis), source) for apis, modules in sets for source in sorted(m for _, m in modules)]
     if not pairs:
         raise ValueError("the template generator writes no module for any API set of the pool (template_only?)")
     texts = [m["content"] for msgs, _ in pairs for m in msgs] + [s for _, s in pairs]

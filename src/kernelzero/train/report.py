@@ -22,6 +22,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def batch_lines(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps.jsonl lines of steps that generated and verified a batch (a reused batch's update-only lines carry
+    no batch statistics: train/logs.py)."""
+    return [s for s in steps if "samples" in s]
+
+
 def fmt(x: Any, digits: int = 3) -> str:
     """A table cell: "n/a" for None, floats to `digits` places."""
     if x is None:

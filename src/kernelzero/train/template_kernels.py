@@ -62,24 +62,16 @@ def template_kernel(source: str) -> str | None:
 
 
 def template_tasks(pool: Iterable[dict[str, Any]], count: int, variants: int = 1) -> list[tuple[Task, str]]:
-    """(task, kernel) for the template modules (seeds 0..variants-1) of the first `count` API sets of `pool` that
-    the template writer writes: the modules the tiny Proposer's warm start fits (a module this module cannot write a
-    kernel for, or one an earlier seed wrote, is left out). Seed 0's task is `template/<apis>`, seed k's
-    `template/<apis>_k`."""
-    from kernelzero.proposer.generator import write_module
+    """(task, kernel) for the template modules the tiny Proposer's warm start fits (`generator.template_modules`:
+    seeds 0..variants-1 of the first `count` API sets the writer writes, each module once), but those this module
+    cannot write a kernel for. Seed 0's task is `template/<apis>`, seed k's `template/<apis>_k`."""
+    from kernelzero.proposer.generator import template_modules
 
-    out, sets, seen = [], 0, set()
-    for entry in pool:
-        if sets >= count:
-            break
-        if write_module(entry["apis"], 0) is None:
-            continue
-        sets += 1
-        for seed in range(variants):
-            source = write_module(entry["apis"], seed)
-            kernel = template_kernel(source) if source and source not in seen else None
-            seen.add(source)
-            if source and kernel:
-                name = f"template/{'+'.join(entry['apis'])}" + (f"_{seed}" if seed else "")
+    out = []
+    for apis, modules in template_modules(pool, count, variants):
+        for seed, source in modules:
+            kernel = template_kernel(source)
+            if kernel:
+                name = f"template/{'+'.join(apis)}" + (f"_{seed}" if seed else "")
                 out.append((Task(name=name, source=source), kernel))
     return out
