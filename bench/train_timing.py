@@ -19,6 +19,7 @@ def timing7b(args: argparse.Namespace) -> None:
 
     from kernelzero.train import coder
     from kernelzero.train.config import load_config
+    from kernelzero.train.report import read_jsonl
 
     overrides = {
         "run_dir": args.run,
@@ -73,7 +74,7 @@ def timing7b(args: argparse.Namespace) -> None:
         torch.cuda.empty_cache()
     t0 = time.monotonic()
     coder.run_grpo(cfg, run, init, splits, save=False)
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = read_jsonl(run / "steps.jsonl")
     keys = ["step", "samples", "completion_tokens", "time_generate_s", "time_verify_s", "time_update_s", "time_step_s"]
     print(table(steps, keys))
     cuda = torch.cuda.is_available()
