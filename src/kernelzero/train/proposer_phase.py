@@ -83,6 +83,8 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     _log(f"warm start on {len(examples)} template proposals of {len(sets)} API sets")
     history = warm_start(model, tok, examples, p.warm_start, device_of(cfg.coder), cfg.coder.seed)
     (folder / "warm_start.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+    tail = [h["loss"] for h in history[-20:]]
+    _log(f"warm start: {len(history)} steps, mean loss of the last {len(tail)} {sum(tail) / len(tail):.4f}")
     save_policy(model.to("cpu"), tok, warm)
     return warm
 
