@@ -4,6 +4,7 @@ their kernels) beside its own sft split rather than instead of it. The real prep
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -53,8 +54,31 @@ def test_variants_and_the_coder_s_templates_beside_its_sft_split(tmp_path, capsy
     templates = template_tasks(pool, 1, 3)
     assert len(templates) == len(modules) and sft > 0
     assert coder == sft + len(templates)
+    follow = json.loads((tmp_path / "keep" / "proposer-init" / "follow.json").read_text())
+    assert sum(follow["seen"].values()) == 1 and follow["unseen"] == {}  # one sampled proposal for the pool's one set
     coder, _, _, _ = _prepare(tmp_path / "replace", False, capsys)
     assert coder == len(templates)  # tiny-cpu's own setting: the templates instead of the sft split
+
+
+def test_follow_check_splits_seen_and_unseen_sets_and_names_rejections(tmp_path, capsys):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kernelzero.train.coevolve import load_coevolve_config
+    from kernelzero.train.proposer_phase import follow_check
+    from kernelzero.train.report import read_jsonl
+
+    _prepare(tmp_path, True, capsys)  # two warm-start steps: the policy is still far from the templates
+    warm = tmp_path / "proposer-init" / "warm_start"
+    tok, model = AutoTokenizer.from_pretrained(warm), AutoModelForCausalLM.from_pretrained(warm)
+    cfg = load_coevolve_config(tmp_path / "config.yaml")
+    pool = read_jsonl(tmp_path / "pool.jsonl")
+    seen = {tuple(pool[0]["apis"])}
+    others = [{"apis": ["exp", "relu"]}, {"apis": ["abs", "gelu", "tanh"]}]
+    follow = follow_check(model, tok, pool[:1] + others, seen, cfg)
+    assert sum(follow["seen"].values()) == 1 and sum(follow["unseen"].values()) == 2
+    assert follow["summary"].startswith("seen sets ") and "unseen sets " in follow["summary"]
+    rejected = {k: v for part in ("seen", "unseen") for k, v in follow[part].items() if k != "passed"}
+    assert all(k in follow["summary"] for k in rejected)  # every rejection reason is named in the log line
 
 
 def test_keep_sft_without_templates_is_refused(tmp_path):

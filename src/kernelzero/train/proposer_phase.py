@@ -85,8 +85,37 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     (folder / "warm_start.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     tail = [h["loss"] for h in history[-20:]]
     _log(f"warm start: {len(history)} steps, mean loss of the last {len(tail)} {sum(tail) / len(tail):.4f}")
+    follow = follow_check(model, tok, pool, {tuple(apis) for apis, _ in sets}, cfg)
+    (folder / "follow.json").write_text(json.dumps(follow, indent=1) + "\n")
+    _log(f"warm start follows the asked set: {follow['summary']}")
     save_policy(model.to("cpu"), tok, warm)
     return warm
+
+
+def follow_check(model: Any, tok: Any, pool: list[dict[str, Any]], seen: set[tuple], cfg: CoevolveConfig) -> dict:
+    """How often one sampled proposal per API set of `pool` (at most 32; the phase's temperature) passes admission's
+    syntax stage, split into sets the warm start saw and sets it did not: a Proposer that writes other APIs than
+    asked (missing_api) shows here, before any GPU time goes to its GRPO."""
+    from collections import Counter
+
+    from kernelzero.coder import extract_code
+    from kernelzero.proposer.admit import check_syntax
+    from kernelzero.train.probe import sample_completions
+
+    g, rows = cfg.proposer.grpo, pool[:32]
+    texts = [
+        tok.apply_chat_template(build_messages(r["apis"]), tokenize=False, add_generation_prompt=True) for r in rows
+    ]
+    model.eval()
+    gens = sample_completions(model, tok, texts, 1, g.temperature, g.max_completion_length, seed=cfg.coder.seed)
+    counts: dict[str, Counter] = {"seen": Counter(), "unseen": Counter()}
+    for row, (text, _) in zip(rows, gens):
+        reason, _, _ = check_syntax(extract_code(text), tuple(row["apis"]), cfg.proposer.admission.max_extra)
+        counts["seen" if tuple(row["apis"]) in seen else "unseen"][reason or "passed"] += 1
+    parts = [f"{k} sets {c['passed']} of {sum(c.values())}" for k, c in counts.items() if c]
+    rejected = Counter(r for c in counts.values() for r in c.elements() if r != "passed")
+    summary = f"{', '.join(parts)} pass the syntax stage" + (f"; rejected: {dict(rejected)}" if rejected else "")
+    return {"seen": dict(counts["seen"]), "unseen": dict(counts["unseen"]), "summary": summary}
 
 
 def _dataset(inputs: Path, min_rows: int) -> Any:
