@@ -93,16 +93,17 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
 
 
 def follow_check(model: Any, tok: Any, pool: list[dict[str, Any]], seen: set[tuple], cfg: CoevolveConfig) -> dict:
-    """How often one sampled proposal per API set of `pool` (at most 32; the phase's temperature) passes admission's
-    syntax stage, split into sets the warm start saw and sets it did not: a Proposer that writes other APIs than
-    asked (missing_api) shows here, before any GPU time goes to its GRPO."""
+    """How often one sampled proposal per API set of `pool` (at most 24 sets the warm start saw and 8 it did not; the
+    phase's temperature) passes admission's syntax stage, the two kinds of set apart: a Proposer that writes other
+    APIs than asked (missing_api) shows here, before any GPU time goes to its GRPO."""
     from collections import Counter
 
     from kernelzero.coder import extract_code
     from kernelzero.proposer.admit import check_syntax
     from kernelzero.train.probe import sample_completions
 
-    g, rows = cfg.proposer.grpo, pool[:32]
+    g = cfg.proposer.grpo
+    rows = [r for r in pool if tuple(r["apis"]) in seen][:24] + [r for r in pool if tuple(r["apis"]) not in seen][:8]
     texts = [
         tok.apply_chat_template(build_messages(r["apis"]), tokenize=False, add_generation_prompt=True) for r in rows
     ]
