@@ -192,7 +192,8 @@ def call(args: argparse.Namespace) -> int:
     if (root / "report.md").exists():
         shutil.copyfile(root / "report.md", out / "coevolve_report.md")
     report = []  # into the tarball: $OUT holds the report, the Coder's parts (3) and the tarball
-    for rel in ("summary.json", "round-1/proposer/proposals.jsonl", "round-1/proposer/steps.jsonl"):
+    small = ("summary.json", "proposer-init/warm_start.jsonl", "proposer-init/follow.json")
+    for rel in (*small, "round-1/proposer/proposals.jsonl", "round-1/proposer/steps.jsonl"):
         if (root / rel).exists():
             report.append(out / rel.replace("/", "_"))
             shutil.copyfile(root / rel, report[-1])

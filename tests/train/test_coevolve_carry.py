@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -187,3 +188,6 @@ def test_a_round_cut_by_its_call_finishes_on_a_fresh_machine_from_the_carry(tmp_
     assert phases == ["prepare", "round-1/proposer", "round-1/coder"]  # prepare again (a new Proposer), then the round
     assert "# Co-evolution" in (second / "coevolve_report.md").read_text()
     assert len(list(second.iterdir())) <= 8
+    with tarfile.open(second / cc.TAR) as tar:  # the Proposer's warm-start record and follow check come back too
+        names = set(tar.getnames())
+    assert {"report/proposer-init_warm_start.jsonl", "report/proposer-init_follow.json"} <= names, sorted(names)
