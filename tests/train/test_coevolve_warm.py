@@ -87,3 +87,25 @@ def test_keep_sft_without_templates_is_refused(tmp_path):
     overrides = {"run_dir": str(tmp_path), "coevolution": {"coder_warm_templates": False, "coder_warm_keep_sft": True}}
     with pytest.raises(ValueError, match="coder_warm_keep_sft: templates off"):
         freeze_run_config(CONFIG, {**overrides, "proposer": {"admission": {"benchmark_index": str(INDEX)}}})
+
+
+@pytest.mark.parametrize(("every", "floor", "probed_at"), [(1, 0.0, [1]), (2, 1.0, [2, 3])])
+def test_the_follow_probe_stops_the_proposer_s_warm_start(tmp_path, every, floor, probed_at):
+    """eval_every > 0: the follow check probes the fit; a floor of 0 is met at the first probe, a floor of 1 (every
+    seen set followed) by no policy three steps old, which then runs all its steps, probed at 2 and at the last."""
+    from kernelzero.train.coevolve import freeze_run_config
+    from kernelzero.train.coevolve_pool import write_base_pool
+    from kernelzero.train.proposer_phase import prepare_proposer_policy
+
+    warm = {"steps": 3, "eval_every": every, "stop_band": [floor, 1.0]}
+    overrides = {
+        "run_dir": str(tmp_path),
+        "proposer": {"warm_start": warm, "admission": {"benchmark_index": str(INDEX)}},
+    }
+    cfg, _ = freeze_run_config(CONFIG, overrides)
+    write_base_pool(cfg, tmp_path)
+    prepare_proposer_policy(cfg, tmp_path)
+    history = [json.loads(x) for x in (tmp_path / "proposer-init" / "warm_start.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in history if "probe_pass1" in h] == probed_at
+    assert len(history) == probed_at[-1]
+    assert all(0.0 <= h["probe_pass1"] <= 1.0 for h in history if "probe_pass1" in h)

@@ -100,6 +100,7 @@ class ProposerConfig:
     """The Proposer phase: its policy, warm start, GRPO settings and reward pipeline."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
+    # eval_every > 0 probes the share of sets followed (proposer_phase.follow_check), not pass@1
     warm_start: WarmStartConfig = field(default_factory=lambda: WarmStartConfig(steps=0))
     warm_start_sets: int = 4  # API sets whose template modules the warm start fits (tiny models)
     warm_start_variants: int = 1  # template modules per set (seeds 0..n-1: another order of steps, other shapes)

@@ -12,7 +12,11 @@ With `update=False` (a frozen Proposer) the same steps run without an optimizer:
 policy and scored, and nothing is trained.
 
 `prepare_proposer_policy` builds the tiny Proposer of the CPU and miniature configs (train/tiny.py) and fits
-it briefly on template proposals (proposer/generator.py), so that some of its proposals pass admission.
+it briefly on template proposals (proposer/generator.py), so that some of its proposals pass admission. Its
+follow check (`follow_check`: sampled proposals through admission's syntax stage, sets the warm start saw and
+sets it did not apart) is written to `proposer-init/follow.json`; with `proposer.warm_start.eval_every` > 0 it is
+also the warm start's probe (the share of seen sets followed, logged as `probe_pass1`), which stops the fit at
+the first probe at or above `stop_band`'s floor.
 """
 
 from __future__ import annotations
@@ -81,11 +85,19 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(init, dtype="float32")
     examples = [sft_example(tok, msgs, source) for msgs, source in pairs]
     _log(f"warm start on {len(examples)} template proposals of {len(sets)} API sets")
-    history = warm_start(model, tok, examples, p.warm_start, device_of(cfg.coder), cfg.coder.seed)
+    seen = {tuple(apis) for apis, _ in sets}
+
+    def probe(m: Any) -> float:  # warm_start's probe (eval_every > 0): the share of seen sets followed
+        found = follow_check(m, tok, pool, seen, cfg)
+        _log(f"follow probe: {found['summary']}")
+        return found["seen_share"]
+
+    probing = probe if p.warm_start.eval_every > 0 else None
+    history = warm_start(model, tok, examples, p.warm_start, device_of(cfg.coder), cfg.coder.seed, probe=probing)
     (folder / "warm_start.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     tail = [h["loss"] for h in history[-20:]]
     _log(f"warm start: {len(history)} steps, mean loss of the last {len(tail)} {sum(tail) / len(tail):.4f}")
-    follow = follow_check(model, tok, pool, {tuple(apis) for apis, _ in sets}, cfg)
+    follow = follow_check(model, tok, pool, seen, cfg)
     (folder / "follow.json").write_text(json.dumps(follow, indent=1) + "\n")
     _log(f"warm start follows the asked set: {follow['summary']}")
     save_policy(model.to("cpu"), tok, warm)
@@ -116,7 +128,8 @@ def follow_check(model: Any, tok: Any, pool: list[dict[str, Any]], seen: set[tup
     parts = [f"{k} sets {c['passed']} of {sum(c.values())}" for k, c in counts.items() if c]
     rejected = Counter(r for c in counts.values() for r in c.elements() if r != "passed")
     summary = f"{', '.join(parts)} pass the syntax stage" + (f"; rejected: {dict(rejected)}" if rejected else "")
-    return {"seen": dict(counts["seen"]), "unseen": dict(counts["unseen"]), "summary": summary}
+    share = counts["seen"]["passed"] / max(1, sum(counts["seen"].values()))
+    return {"seen": dict(counts["seen"]), "unseen": dict(counts["unseen"]), "seen_share": share, "summary": summary}
 
 
 def _dataset(inputs: Path, min_rows: int) -> Any:
