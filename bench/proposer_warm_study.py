@@ -25,10 +25,21 @@ HEAD = "| setting | steps run | s | last-20 loss | seen passed | unseen passed |
 
 
 def _setting(text: str) -> dict:
+    """`k=v,...` of proposer.warm_start's numeric fields; argparse turns a ValueError into a usage error."""
+    from dataclasses import fields
+
+    from kernelzero.train.config import WarmStartConfig
+
+    known = {f.name for f in fields(WarmStartConfig)}
     out: dict = {}
     for part in filter(None, text.split(",")):
-        key, _, value = part.partition("=")
-        out[key.strip()] = int(value) if value.strip().isdigit() else float(value)
+        key, _, value = (x.strip() for x in part.partition("="))
+        if key not in known or not value:
+            raise ValueError(f"{part!r}: want k=v with k one of {', '.join(sorted(known))}")
+        try:
+            out[key] = int(value) if value.isdigit() else float(value)
+        except ValueError:
+            raise ValueError(f"{part!r}: {value!r} is not a number") from None
     return out
 
 
@@ -61,9 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("."))
     p.add_argument("--work", type=Path, default=Path("/tmp/proposer-warm"))
     args = p.parse_args(argv)
+    try:
+        settings = [(text, _setting(text)) for text in args.setting or [""]]
+    except ValueError as exc:
+        p.error(f"--setting {exc}")
     began, last, table = time.monotonic(), 0.0, HEAD
     print(table, end="", flush=True)
-    for text in args.setting or [""]:
+    for text, values in settings:
         if time.monotonic() - began + last > args.budget_s:
             print(f"| {text} | not run: {args.budget_s - (time.monotonic() - began):.0f} s left |", flush=True)
             continue
@@ -71,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         shutil.copy(args.pool, root / "pool.jsonl")
-        overrides = {"run_dir": str(root), "proposer": {"warm_start": {**_setting(text), "max_minutes": 30.0}}}
+        overrides = {"run_dir": str(root), "proposer": {"warm_start": {**values, "max_minutes": 30.0}}}
         overrides["proposer"]["admission"] = {"benchmark_dedup": False}
         cfg, _ = freeze_run_config(args.config, overrides)
         start = time.monotonic()
