@@ -123,3 +123,14 @@ def test_eval_refuses_a_run_folder_with_other_settings(tmp_path):
     (out / "run.json").write_text(json.dumps({"config": {"suite": "kz-basic", "model": "openai:other"}}))
     result = subprocess.run(_cmd(replay, out), env=_env(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "other settings" in result.stderr
+
+
+def test_per_gpu_flag_reaches_the_config_and_is_checked():
+    from kernelzero.cli import build_parser
+    from kernelzero.cli.eval import config_from
+    from kernelzero.evaluation.config import EvalConfig
+
+    assert config_from(build_parser().parse_args(["eval", "kz-basic", "--per-gpu", "8"])).per_gpu == 8
+    assert config_from(build_parser().parse_args(["eval", "kz-basic"])).per_gpu == 2
+    with pytest.raises(ValueError, match="per_gpu must be at least 1"):
+        EvalConfig(suite="kz-basic", model="replay:x", backend="triton", out="x", per_gpu=0)

@@ -131,6 +131,8 @@ def check_eval_ran_through_kernelzero_eval(tiny_run):
     metrics = json.loads((tiny_run / "eval" / "step-2" / "metrics.json").read_text())
     assert metrics["overall"]["tasks"] == 2 and metrics["overall"]["samples"] == 4
     assert "1" in metrics["overall"]["pass@k"]
+    run_json = json.loads((tiny_run / "eval" / "step-2" / "run.json").read_text())
+    assert run_json["config"]["per_gpu"] == 4  # the reward's verifier.per_gpu (default 4), not eval's own 2
 
 
 def check_resume_after_kill_duplicates_no_step(tiny_run, run):

@@ -54,7 +54,12 @@ def add_parser(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument(
         "--jobs",
         type=int,
-        help="verifications side by side without a GPU (default 2); with GPUs the pool runs 2 per GPU plus CPU build workers",
+        help="verifications side by side without a GPU (default 2); with GPUs see --per-gpu",
+    )
+    p.add_argument(
+        "--per-gpu",
+        type=int,
+        help="verifications in flight per GPU (default 2), besides CPU build workers; a timed one holds its GPU alone",
     )
     p.add_argument(
         "--pool", choices=("local", "ray"), help="where verifications run: this machine (default) or a Ray cluster"
@@ -93,6 +98,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
         "profile": args.profile,
         "device": args.device,
         "jobs": args.jobs,
+        "per_gpu": args.per_gpu,
         "baselines": args.baselines,
         "compile_baseline": args.compile_baseline,
         "unsafe_no_sandbox": args.unsafe_no_sandbox,

@@ -43,6 +43,7 @@ class EvalConfig:
     profile: str = "default"  # verifier profile
     device: str = "auto"  # verification device: auto, cuda, cpu
     jobs: int = 2  # verifications run side by side (without a GPU; see service/pool.py)
+    per_gpu: int = 2  # with GPUs: verifications in flight per GPU (a timed one still holds its GPU alone)
     pool: str = "local"  # "local" (this machine: build stage + one lane per GPU) or "ray" (a Ray cluster)
     ray_address: str | None = (
         None  # with pool "ray": the cluster (None: RAY_ADDRESS, a local `ray start`, or a new instance)
@@ -54,6 +55,8 @@ class EvalConfig:
     turns: int = 1  # 1: the one-shot protocol; T > 1: each sample an episode of up to T turns with feedback
 
     def __post_init__(self) -> None:
+        if self.per_gpu < 1:
+            raise ValueError(f"per_gpu must be at least 1, got {self.per_gpu}")
         if self.turns < 1:
             raise ValueError(f"turns must be at least 1, got {self.turns}")
 

@@ -68,6 +68,7 @@ def _verifier(cfg: EvalConfig, advance: Any) -> Verifier:
         on_verdict=advance,
         pool=cfg.pool,
         ray_address=cfg.ray_address,
+        per_gpu=cfg.per_gpu,
     )
 
 

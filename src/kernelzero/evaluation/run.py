@@ -121,7 +121,8 @@ def verify_missing(cfg: EvalConfig, tasks: list[Task], samples: JsonlLog, verdic
     )
     with progress(console) as bar:
         job = bar.add_task("verify", total=len(todo))
-        for req, verdict in verify_many(requests, cfg.jobs, store, pool=cfg.pool, ray_address=cfg.ray_address):
+        pool = {"pool": cfg.pool, "ray_address": cfg.ray_address, "per_gpu": cfg.per_gpu}
+        for req, verdict in verify_many(requests, cfg.jobs, store, **pool):
             verdicts.append(
                 {
                     "task": req.task.name,
