@@ -25,7 +25,8 @@ HEAD = "| setting | steps run | s | last-20 loss | seen passed | unseen passed |
 
 
 def _setting(text: str) -> dict:
-    """`k=v,...` of proposer.warm_start's numeric fields; argparse turns a ValueError into a usage error."""
+    """`k=v,...` of proposer.warm_start's numeric fields; argparse turns a ValueError into a usage error. Not
+    cli.train.parse_overrides: its YAML scalars read `lr=1e-3` as a string (YAML 1.1 wants `1.0e-3`)."""
     from dataclasses import fields
 
     from kernelzero.train.config import WarmStartConfig
@@ -52,14 +53,9 @@ def _row(name: str, root: Path, seconds: float) -> str:
         counts = follow[part]
         return f"{counts.get('passed', 0)} of {sum(counts.values())}" if counts else "-"
 
-    rejected: dict = {}
-    for part in ("seen", "unseen"):
-        for k, v in follow[part].items():
-            if k != "passed":
-                rejected[k] = rejected.get(k, 0) + v
     return (
         f"| {name} | {len(history)} | {seconds:.0f} | {sum(tail) / len(tail):.4f} | {passed('seen')} | "
-        f"{passed('unseen')} | {json.dumps(rejected)} |\n"
+        f"{passed('unseen')} | {json.dumps(follow['rejected'])} |\n"
     )
 
 

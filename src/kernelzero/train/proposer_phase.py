@@ -85,19 +85,20 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(init, dtype="float32")
     examples = [sft_example(tok, msgs, source) for msgs, source in pairs]
     _log(f"warm start on {len(examples)} template proposals of {len(sets)} API sets")
-    seen = {tuple(apis) for apis, _ in sets}
+    seen, probed = {tuple(apis) for apis, _ in sets}, {}
 
     def probe(m: Any) -> float:  # warm_start's probe (eval_every > 0): the share of seen sets followed
-        found = follow_check(m, tok, pool, seen, cfg)
-        _log(f"follow probe: {found['summary']}")
-        return found["seen_share"]
+        probed["last"] = follow_check(m, tok, pool, seen, cfg)
+        _log(f"follow probe: {probed['last']['summary']}")
+        return probed["last"]["seen_share"]
 
     probing = probe if p.warm_start.eval_every > 0 else None
     history = warm_start(model, tok, examples, p.warm_start, device_of(cfg.coder), cfg.coder.seed, probe=probing)
     (folder / "warm_start.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     tail = [h["loss"] for h in history[-20:]]
     _log(f"warm start: {len(history)} steps, mean loss of the last {len(tail)} {sum(tail) / len(tail):.4f}")
-    follow = follow_check(model, tok, pool, seen, cfg)
+    # the fit's last step probed: that check is of the final policy already
+    follow = probed["last"] if "probe_pass1" in history[-1] else follow_check(model, tok, pool, seen, cfg)
     (folder / "follow.json").write_text(json.dumps(follow, indent=1) + "\n")
     _log(f"warm start follows the asked set: {follow['summary']}")
     save_policy(model.to("cpu"), tok, warm)
@@ -129,7 +130,8 @@ def follow_check(model: Any, tok: Any, pool: list[dict[str, Any]], seen: set[tup
     rejected = Counter(r for c in counts.values() for r in c.elements() if r != "passed")
     summary = f"{', '.join(parts)} pass the syntax stage" + (f"; rejected: {dict(rejected)}" if rejected else "")
     share = counts["seen"]["passed"] / max(1, sum(counts["seen"].values()))
-    return {"seen": dict(counts["seen"]), "unseen": dict(counts["unseen"]), "seen_share": share, "summary": summary}
+    found = {"seen": dict(counts["seen"]), "unseen": dict(counts["unseen"]), "rejected": dict(rejected)}
+    return {**found, "seen_share": share, "summary": summary}
 
 
 def _dataset(inputs: Path, min_rows: int) -> Any:
