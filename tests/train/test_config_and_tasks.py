@@ -144,6 +144,24 @@ def test_held_out_tasks_share_no_api_set_with_training_and_the_run_writes_them(t
     assert not {solutions[t.name] for t in written["test"]} & set(tokenizer_code(cfg.tasks, written, solutions))
 
 
+def test_a_split_a_carry_left_behind_is_drawn_again_the_same(tmp_path):
+    """bench/miniature_carry.py leaves a file over its size limit on the machine (a 20,000-task sft split): a restore
+    elsewhere must not fail on it, nor redraw the splits it kept."""
+    from kernelzero.train.coder import prepare_tasks
+
+    text = "tasks:\n  disjoint: api_set\n  n_sft: 60\n  n_rl: 20\n  n_test: 10\n  rows: 4\n  cols: 32\n"
+    cfg = load_config(write(tmp_path, text), {"run_dir": str(tmp_path / "run")})
+    first, _ = prepare_tasks(cfg, tmp_path / "run")
+    folder = tmp_path / "run" / "tasks"
+    kept = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.glob("*.jsonl")}
+    (folder / "sft.jsonl").unlink()
+    again, _ = prepare_tasks(cfg, tmp_path / "run")
+    assert again == first and (folder / "sft.jsonl").read_bytes() == kept["sft.jsonl"][0]
+    assert {p: (folder / p).stat().st_mtime_ns for p in ("rl.jsonl", "test.jsonl")} == {
+        p: kept[p][1] for p in ("rl.jsonl", "test.jsonl")
+    }
+
+
 def test_generated_kernels_pass_the_verifier(tmp_path):
     from kernelzero.service.pool import VerifyRequest, verify_many
     from kernelzero.tasks import load_suite

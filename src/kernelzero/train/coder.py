@@ -73,11 +73,12 @@ def _check_run_json(cfg: CoderTrainConfig, run: Path) -> None:
 
 
 def prepare_tasks(cfg: CoderTrainConfig, run: Path) -> tuple[dict[str, list[Task]], dict[str, str]]:
-    """The three splits (written once as suite files) and every task's solution."""
-    t = cfg.tasks
-    folder = run / "tasks"
-    if not (folder / "test.jsonl").exists():
-        for split, chosen in draw_splits(t).items():
+    """The three splits (written once as suite files; one that is missing, as a carry leaves a file over its size
+    limit behind, is drawn again from the same seed) and every task's solution."""
+    t, folder = cfg.tasks, run / "tasks"
+    missing = [s for s in ("sft", "rl", "test") if not (folder / f"{s}.jsonl").exists()]
+    for split, chosen in (draw_splits(t) if missing else {}).items():
+        if split in missing:
             write_split(chosen, folder / f"{split}.jsonl")
     splits, solutions = {}, {}
     for split in ("sft", "rl", "test"):
