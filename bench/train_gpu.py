@@ -11,7 +11,9 @@ Run from the repo root with the `train` extra installed (see bench/train.md for 
 
 Each call keeps within `--budget-s` (default 540 s, under a device call's 600 s), prints a short table and writes
 JSON under $OUT (or --out). The miniature's state (tasks, policy, checkpoints, curve.jsonl) stays in --run on the
-machine between calls; pass@1 points are 64 held-out tasks x 4 samples (strict policy, the reward's c_i).
+machine between calls; pass@1 points are 64 held-out tasks x 4 samples (strict policy, the reward's c_i). A point
+that would outrun the call is skipped, saying so; when the warm-start point is, the call's GRPO takes its time and
+no point follows it (the next call takes the warm-start point first).
 Calls may come in any order: each first prints what state it needs and whether it found it (and writes
 miniature_state_callN.json); call 2 or 3 without call 1's warm start and curve stops at once (exit status 2,
 nothing done) unless `--from-scratch`, which does call 1's work within the call's budget.
@@ -182,18 +184,21 @@ def _miniature(args: argparse.Namespace) -> None:
     if (run / "policy" / "config.json").exists():  # each call's GRPO (and KL reference) from the policy it finds
         start = run / "policy"
     samples = cfg.eval.samples * len(splits["test"])  # one pass@1 point
-    curve = read_jsonl(run / "curve.jsonl")
-    if not any(p["label"] == "warm start" for p in curve) and _point_fits(args, samples, run, "warm start"):
-        print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0, policy=run / "warm_start")), flush=True)
-    minutes = grpo_minutes(args, point_estimate(run, samples))
+    no_point = args.no_point
+    if not any(p["label"] == "warm start" for p in read_jsonl(run / "curve.jsonl")):
+        if _point_fits(args, samples, run, "warm start"):
+            print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0, policy=run / "warm_start")), flush=True)
+        else:  # a point that did not fit before GRPO does not fit after it: its time goes to steps (2026-12-07's
+            no_point = True  # call 1 left 214 s unused, all kept for a point after no GRPO)
+    minutes = grpo_minutes(args, point_estimate(run, samples), no_point)
     if minutes > 1.0:
         grpo = dataclasses.replace(cfg.grpo, max_minutes=minutes)
         cfg = dataclasses.replace(cfg, grpo=grpo)
         final = coder.run_grpo(cfg, run, start, splits)
         step = int((final / "step.txt").read_text())
         label = f"GRPO call {args.call}"
-        if args.no_point:
-            print(f"[call {args.call}] --no-point: no pass@1 point after this call's GRPO (its time went to steps)")
+        if no_point:
+            print(f"[call {args.call}] no pass@1 point after this call's GRPO (its time went to steps)")
         elif _point_fits(args, samples, run, label):
             print(json.dumps(_probe_point(cfg, run, splits, label, step)), flush=True)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
@@ -213,12 +218,12 @@ def miniature_config(args: argparse.Namespace) -> Any:
     return load_config(args.config, {**extra, "run_dir": args.run, "seed": args.seed, "model": model})
 
 
-def grpo_minutes(args: argparse.Namespace, point_s: float | None) -> float:
+def grpo_minutes(args: argparse.Namespace, point_s: float | None, no_point: bool | None = None) -> float:
     """Minutes of GRPO this call holds: what is left less this call's pass@1 point (`point_s`, 45 s when nothing
-    was measured; none with --no-point), 45 s for the saves (15 more to carry the state out) and 30 s of margin."""
-    reserve = (
-        (0.0 if args.no_point else (point_s or 45.0)) + 45.0 + (15.0 if getattr(args, "carry_out", False) else 0.0)
-    )
+    was measured; none with `no_point`, by default --no-point), 45 s for the saves (15 more to carry the state out)
+    and 30 s of margin."""
+    skip = args.no_point if no_point is None else no_point
+    reserve = (0.0 if skip else (point_s or 45.0)) + 45.0 + (15.0 if getattr(args, "carry_out", False) else 0.0)
     return (_left(args) - reserve - 30.0) / 60.0
 
 

@@ -130,6 +130,10 @@ def test_no_point_gives_the_point_s_time_to_grpo():
     args.no_point = True
     assert abs(train_gpu.grpo_minutes(args, 194.0) - with_point - 194.0 / 60) < 0.01
     assert abs(train_gpu.grpo_minutes(args, None) - train_gpu.grpo_minutes(args, 194.0)) < 0.01
+    # a call whose warm-start point did not fit runs its GRPO without a point after it, as --no-point would
+    args.no_point = False
+    assert abs(train_gpu.grpo_minutes(args, 194.0, no_point=True) - train_gpu.grpo_minutes(args, 9.0, True)) < 0.01
+    assert abs(train_gpu.grpo_minutes(args, 194.0, no_point=True) - with_point - 194.0 / 60) < 0.01
 
 
 def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
