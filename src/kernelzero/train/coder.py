@@ -77,9 +77,9 @@ def prepare_tasks(cfg: CoderTrainConfig, run: Path) -> tuple[dict[str, list[Task
     limit behind, is drawn again from the same seed) and every task's solution."""
     t, folder = cfg.tasks, run / "tasks"
     missing = [s for s in ("sft", "rl", "test") if not (folder / f"{s}.jsonl").exists()]
-    for split, chosen in (draw_splits(t) if missing else {}).items():
-        if split in missing:
-            write_split(chosen, folder / f"{split}.jsonl")
+    drawn = draw_splits(t) if missing else {}
+    for split in missing:
+        write_split(drawn[split], folder / f"{split}.jsonl")
     splits, solutions = {}, {}
     for split in ("sft", "rl", "test"):
         path = folder / f"{split}.jsonl"
