@@ -101,6 +101,11 @@ def load_policy(blob: bytes, manifest: dict, folder: Path) -> Any:
     return model
 
 
+def carried(name: str) -> bool:
+    """Whether a file of an output folder is part of a carry (the tarball or a weights part), not a report file."""
+    return name == TAR or name.startswith(f"{BLOB}.part")
+
+
 def write_tar(path: Path, run: Path, files: list[Path], report: list[Path], manifest: dict) -> None:
     """The tarball: `files` (relative to `run`) under run/, `report` files under report/, and the manifest."""
     with tarfile.open(path, "w:gz") as tar:

@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import gzip
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -157,17 +158,18 @@ def carry_in(args: argparse.Namespace) -> None:
     restore(Path(args.carry_in), Path(args.run))
 
 
-def carry_out(args: argparse.Namespace) -> None:
+def carry_out(args: argparse.Namespace, report: bool = True) -> None:
     """With --carry-out: the run's state into $OUT (bench/miniature_carry.py), with the report files that would make
-    more than 8 files in the tarball."""
+    more than 8 files in the tarball (`report`; a carry before the call's end leaves them where they are, for the
+    last). A later carry replaces an earlier one: the carry's own files are never taken for report files."""
     run = Path(args.run)
     if not args.carry_out or not (run / "warm_start" / "config.json").exists():
         return
-    from miniature_carry import pack
+    from miniature_carry import carried, pack
 
     out = _out(args)
-    report = [f for f in sorted(out.iterdir()) if f.is_file() and f.name not in CARRY_KEEPS]
-    pack(run, out, report)
+    files = [f for f in sorted(out.iterdir()) if f.is_file() and f.name not in CARRY_KEEPS and not carried(f.name)]
+    pack(run, out, files if report else [])
 
 
 # what a call with --carry-out returns beside the carried state (3 parts and a tarball): 8 files at most
@@ -200,6 +202,9 @@ def _miniature(args: argparse.Namespace) -> None:
         if no_point:
             print(f"[call {args.call}] no pass@1 point after this call's GRPO (its time went to steps)")
         elif _point_fits(args, samples, run, label):
+            carry_out(
+                args, report=False
+            )  # the steps are out first: a point cut by the device call's limit loses only itself
             print(json.dumps(_probe_point(cfg, run, splits, label, step)), flush=True)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
@@ -220,26 +225,28 @@ def miniature_config(args: argparse.Namespace) -> Any:
 
 def grpo_minutes(args: argparse.Namespace, point_s: float | None, no_point: bool | None = None) -> float:
     """Minutes of GRPO this call holds: what is left less this call's pass@1 point (`point_s`, 45 s when nothing
-    was measured; none with `no_point`, by default --no-point), 45 s for the saves (15 more to carry the state out)
-    and 30 s of margin."""
+    was measured; none with `no_point`, by default --no-point), 15 s for the saves, 10 s for each carry out (one
+    before the point, one at the end) and 20 s for the trainer's set-up. Measured on an H100 (2026-12-07): the end's
+    saves, report and carry took about 10 s together; the 90 s held back before left 170-260 s of a 540 s call unused."""
     skip = args.no_point if no_point is None else no_point
-    reserve = (0.0 if skip else (point_s or 45.0)) + 45.0 + (15.0 if getattr(args, "carry_out", False) else 0.0)
-    return (_left(args) - reserve - 30.0) / 60.0
+    carries = (1 if skip else 2) if getattr(args, "carry_out", False) else 0
+    reserve = (0.0 if skip else (point_s or 45.0)) + 15.0 + 10.0 * carries
+    return (_left(args) - reserve - 20.0) / 60.0
 
 
 def point_estimate(run: Path, samples: int) -> float | None:
-    """Seconds a pass@1 point of `samples` samples will take, at the latest probe's rate per sample
-    (run/probe_times.jsonl; None before any probe ran)."""
-    rows = read_jsonl(run / "probe_times.jsonl")
-    if not rows or not rows[-1]["samples"]:
-        return None
-    last = rows[-1]
-    return samples * (last["generate_s"] + last["verify_s"]) / last["samples"]
+    """Seconds a pass@1 point of `samples` samples will take: the median rate per sample of the last three probes
+    (run/probe_times.jsonl; None before any probe ran). Not the latest alone: a call's first point on a fresh
+    machine took 217 s and the next 121 s (H100, 2026-12-07), and GRPO gave 96 s too many to the point after it."""
+    rows = [r for r in read_jsonl(run / "probe_times.jsonl") if r["samples"]][-3:]  # no samples: no rate
+    rates = [(r["generate_s"] + r["verify_s"]) / r["samples"] for r in rows]
+    return samples * statistics.median(rates) if rates else None
 
 
 def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -> bool:
-    """Whether the pass@1 point `label` fits in what is left of this call (at the latest probe's rate); if not, say
-    so and why (a point cut by the device call's limit loses the call's state: 2026-12-03, call 1 ran 600 s)."""
+    """Whether the pass@1 point `label` fits in what is left of this call (`point_estimate`); if not, say so and why
+    (a point cut by the device call's limit loses what the call did after its last carry out: 2026-12-03, call 1 ran
+    600 s and lost everything; since 2026-12-07 the steps before a point are carried out first)."""
     need, left = point_estimate(run, samples), _left(args)
     if need is None or need + 30.0 <= left:
         return True
@@ -252,7 +259,7 @@ def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -
         then = "the policy is saved; the next call's point measures it after more steps"
     print(
         f"[call {args.call}] SKIPPED the pass@1 point {label!r}: {samples} samples need about {need:.0f} s at the "
-        f"latest probe's rate, {left:.0f} s are left in this call; {then}",
+        f"last probes' median rate, {left:.0f} s are left in this call; {then}",
         flush=True,
     )
     return False

@@ -87,8 +87,11 @@ def test_a_pass1_point_that_would_outrun_the_call_is_skipped_saying_why(tmp_path
     assert "the next call takes the warm-start point first" in said
     assert not train_gpu._point_fits(args, samples, run, "GRPO call 1")
     assert "the next call's point measures it" in capsys.readouterr().out
-    with (run / "probe_times.jsonl").open("a") as f:  # the measured rate of 2026-12-03: no call can hold it
-        f.write(json.dumps({"label": "warm-start probe", "samples": 64, "generate_s": 4.0, "verify_s": 141.0}) + "\n")
+    with (run / "probe_times.jsonl").open("a") as f:  # the measured rate of 2026-12-03 twice: no call can hold it
+        for _ in "ab":
+            f.write(
+                json.dumps({"label": "warm-start probe", "samples": 64, "generate_s": 4.0, "verify_s": 141.0}) + "\n"
+            )
     train_gpu.STARTED = train_gpu.time.monotonic()
     assert not train_gpu._point_fits(args, samples, run, "warm start")
     assert "more than a whole call's 480 s" in capsys.readouterr().out
@@ -120,13 +123,41 @@ def test_the_report_compares_each_point_with_the_warm_start_pairwise_and_says_wh
     assert train_gpu.item1_gains(curve[1:]) == []  # no warm-start point, nothing to compare with
 
 
+def test_a_point_is_estimated_at_the_median_rate_of_the_last_three_probes(tmp_path):
+    """2026-12-07 (H100): a call's first point on a fresh machine took 217 s, the next 121 s; at the latest rate
+    GRPO held back the 217 s for the second point and ran one batch where two fitted. A row of no samples is no rate."""
+    train_gpu = _train_gpu()
+    run = tmp_path / "run"
+    run.mkdir()
+
+    def probe(generate_s: float, verify_s: float, samples: int = 256) -> None:
+        with (run / "probe_times.jsonl").open("a") as f:
+            f.write(json.dumps({"label": "p", "samples": samples, "generate_s": generate_s, "verify_s": verify_s}))
+            f.write("\n")
+
+    probe(4.6, 56.7, samples=64)  # the warm start's probe: 0.958 s a sample
+    assert abs(train_gpu.point_estimate(run, 256) - 245.2) < 0.1
+    probe(43.4, 173.2)  # 0.846
+    assert abs(train_gpu.point_estimate(run, 256) - 0.5 * (245.2 + 216.6)) < 0.1  # the median of two
+    probe(32.2, 88.5)  # 0.471
+    assert abs(train_gpu.point_estimate(run, 256) - 216.6) < 0.1
+    probe(30.0, 90.0)  # 0.469: the oldest of four is left out, and one slow point no longer decides
+    probe(0.0, 0.0, samples=0)
+    assert abs(train_gpu.point_estimate(run, 256) - 120.7) < 0.1
+
+
 def test_no_point_gives_the_point_s_time_to_grpo():
     """--no-point (a middle call): the pass@1 point's estimated seconds go to GRPO steps; the saves' stay reserved."""
     train_gpu = _train_gpu()
     args = train_gpu.argparse.Namespace(call=2, budget_s=540.0, no_point=False)
     train_gpu.STARTED = train_gpu.time.monotonic() - 40  # 500 s left
     with_point = train_gpu.grpo_minutes(args, 194.0)
-    assert 3.8 < with_point < 3.9  # (500 - 194 - 45 - 30) / 60
+    assert 4.5 < with_point < 4.55  # (500 - 194 - 15 - 20) / 60
+    args.carry_out = True  # one carry out before the point and one at the end, 10 s each
+    assert abs(train_gpu.grpo_minutes(args, 194.0) - (with_point - 20.0 / 60)) < 0.01
+    args.no_point = True
+    assert abs(train_gpu.grpo_minutes(args, 194.0) - (with_point + (194.0 - 10.0) / 60)) < 0.01
+    args.carry_out = False
     args.no_point = True
     assert abs(train_gpu.grpo_minutes(args, 194.0) - with_point - 194.0 / 60) < 0.01
     assert abs(train_gpu.grpo_minutes(args, None) - train_gpu.grpo_minutes(args, 194.0)) < 0.01
@@ -185,3 +216,40 @@ def test_set_overrides_the_miniatures_config_and_a_wrong_key_is_refused(tmp_path
     args.set = ["grpo.no_such_key=1"]
     with pytest.raises(ValueError, match="no_such_key"):
         train_gpu.miniature_config(args)
+
+
+def test_a_call_carries_its_steps_out_before_its_point_and_a_fresh_machine_takes_them_in(tmp_path):
+    """Calls 1 and 2 of configs/tiny-cpu.yaml for real on CPU, call 2 in another run folder (a fresh machine) from
+    call 1's carry. Call 2 carries its state out before its pass@1 point, not only at its end: a point cut by the
+    device call's limit then loses only itself (2026-12-03 a cut point lost a whole call)."""
+    run1, out1, run2, out2 = (tmp_path / n for n in ("run1", "out1", "run2", "out2"))
+    common = ["--config", str(ROOT / "configs" / "tiny-cpu.yaml"), "--budget-s", "300", "--carry-out"]
+    for small in ("warm_start.steps=10", "grpo.steps=1", "grpo.max_completion_length=48", "eval.max_tokens=48"):
+        common += ["--set", small]  # no learning asked for here: short samples and few steps
+    first = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "train_gpu.py"), "miniature", "--run", str(run1), "--out", str(out1)]
+        + ["--call", "1", *common],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert (out1 / "state.tar.gz").exists()
+    second = call(run2, out2, "--call", "2", "--carry-in", str(out1), *common)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    lines = second.stdout.splitlines()
+    assert any(line.startswith("[carry] in: step") for line in lines)
+    carried = [i for i, line in enumerate(lines) if line.startswith("[carry] out: step")]
+    point = [i for i, line in enumerate(lines) if line.startswith('{"label": "GRPO call 2"')]
+    assert len(point) == 1 and len(carried) == 2 and carried[0] < point[0] < carried[1], second.stdout[-3000:]
+    # the second carry replaced the first and kept it whole: the tarball, its parts, this call's state record
+    import tarfile
+
+    with tarfile.open(out2 / "state.tar.gz") as tar:
+        names = set(tar.getnames())
+        manifest = json.load(tar.extractfile("carry.json"))
+    assert "report/miniature_state_call2.json" in names and "run/curve.jsonl" in names
+    assert all((out2 / p["name"]).exists() for p in manifest["parts"])
+    curve = [json.loads(line) for line in (run2 / "curve.jsonl").read_text().splitlines()]
+    assert [p["label"] for p in curve] == ["warm start", "GRPO call 1", "GRPO call 2"]  # call 1's points came in
