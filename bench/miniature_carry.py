@@ -20,6 +20,12 @@ What does not travel, and what that changes: the optimizer's moments (Adam resta
 count, the data order's position and the constant learning rate carry on), and the RNG state. A restored run
 has the warm start's configuration but not its weights; the miniature starts each call's GRPO, and so its KL
 reference, from the policy the call begins with, on a kept machine as on a fresh one.
+
+`fork` starts another run from a kept one's latest policy, here, without a device call: the same tasks, tokenizer,
+reference timings and verdict cache, that policy as its warm start, and nothing of GRPO (no checkpoints, no curve).
+Its run.json keeps every section but `grpo`, so the fork's first call freezes its own GRPO settings while tasks,
+model, warm start and reward are still checked against the source's; `forked.json` says where it came from. A GRPO
+setting is tried on a warm start without the 5 minutes a new one takes; its first point is measured afresh.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import json
 import shutil
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -226,13 +233,43 @@ def keep(files_at: Path, to: Path) -> None:
         print(f"left behind on the machine (over {MAX_FILE >> 20} MiB): {', '.join(manifest['left_behind'])}")
 
 
+# what a fork leaves out of its source's run folder: GRPO's state and what reports it
+FORK_DROP = {"checkpoints", "policy", "curve.jsonl", "steps.jsonl", "points.jsonl.gz", "tb", "eval", "summary.json"}
+FORK_DROP |= {"report.md", "train_rewards.png", "train_time.png", "forked.json"}
+
+
+def fork(src: Path, to: Path) -> dict:
+    """Write into `to` the carry of a new run whose warm start is the latest policy kept in `src` (module docstring);
+    returns the new carry's manifest. `to` must not hold a carry already."""
+    if (to / TAR).exists():
+        raise SystemExit(f"{to}: already holds a carry; fork into an empty folder")
+    with tempfile.TemporaryDirectory() as tmp:
+        source, run = Path(tmp) / "source", Path(tmp) / "fork"
+        step = restore(src, source)
+        run.mkdir()
+        for item in source.iterdir():
+            if item.name not in FORK_DROP and item.name != "warm_start":
+                (shutil.copytree if item.is_dir() else shutil.copy2)(item, run / item.name)
+        policy = source / ("policy" if step else "warm_start")
+        shutil.copytree(policy, run / "warm_start", ignore=shutil.ignore_patterns("step.txt"))
+        meta = json.loads((source / "run.json").read_text()) if (source / "run.json").exists() else {"config": {}}
+        meta["config"].pop("grpo", None)  # the fork's first call writes its own
+        (run / "run.json").write_text(json.dumps(meta, indent=1))
+        origin = {"from": str(src), "step": step, "policy": read_manifest(src)["policy"]}
+        (run / "forked.json").write_text(json.dumps(origin, indent=1) + "\n")
+        to.mkdir(parents=True, exist_ok=True)
+        manifest = pack(run, to)
+    print(f"forked {src} at step {step} into {to}: a new run's warm start")
+    return manifest
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=("keep",))
-    p.add_argument("files_at", type=Path, help="the device call's files folder")
+    p.add_argument("what", choices=("keep", "fork"))
+    p.add_argument("files_at", type=Path, help="keep: the device call's files folder; fork: a kept carry")
     p.add_argument("--to", type=Path, default=Path(".gpu/mstate"))
     args = p.parse_args(argv)
-    keep(args.files_at, args.to)
+    (fork if args.what == "fork" else keep)(args.files_at, args.to)
 
 
 if __name__ == "__main__":

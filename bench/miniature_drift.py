@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--beta", type=float, default=0.0, help="TRL's KL weight")
     p.add_argument("--mask", action="store_true", help="mask_truncated_completions")
     p.add_argument("--iterations", type=int, default=4)
+    p.add_argument("--adam-epsilon", type=float, default=1e-8, help="AdamW's eps (grpo.adam_epsilon)")
     p.add_argument("--updates", type=int, default=24)
     p.add_argument("--tasks", type=int, default=2, help="GRPO tasks a batch (x 8 samples)")
     p.add_argument("--anchor", type=int, default=8)
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     # the Coder's own GRPOConfig (coder.grpo_args) for configs/tiny-gpu.yaml, on CPU, with this arm's settings
     g = {"prompts_per_step": args.tasks, "gradient_accumulation_steps": args.tasks, "steps": args.updates}
     g |= {"lr": args.lr, "kl_beta": args.beta, "mask_truncated": args.mask, "num_iterations": args.iterations}
+    g |= {"adam_epsilon": args.adam_epsilon}
     g |= {"save_steps": args.iterations}  # a multiple of num_iterations, as the config requires; nothing is saved
     cfg = load_config(ROOT / "configs" / "tiny-gpu.yaml", {"device": "cpu", "seed": args.seed, "grpo": g})
     config = grpo_args(cfg, out.parent / f".drift_{out.stem}", 1)

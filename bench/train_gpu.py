@@ -118,6 +118,8 @@ def miniature_state(args: argparse.Namespace) -> bool:
             f"{'found' if found[rel] else 'NOT FOUND'}",
             flush=True,
         )
+    if (run / "forked.json").exists():  # bench/miniature_carry.py fork: another run's policy is this one's warm start
+        print(f"[call {args.call}] a fork: its warm start is {(run / 'forked.json').read_text().strip()}", flush=True)
     state = {"call": args.call, "run": str(run), "found": found, "from_scratch": args.from_scratch}
     state["set"] = getattr(args, "set", None) or []  # the overrides this call ran with (each call should repeat them)
     (_out(args) / f"miniature_state_call{args.call}.json").write_text(json.dumps(state, indent=1))

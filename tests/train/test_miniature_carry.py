@@ -156,3 +156,42 @@ def test_a_call_on_a_fresh_machine_takes_the_carried_state_and_gives_back_at_mos
         assert not train_gpu.miniature_state(args)
     finally:
         sys.path.remove(str(ROOT / "bench"))
+
+
+def test_a_fork_starts_a_new_run_from_the_kept_policy_with_its_own_grpo_settings(tmp_path, capsys):
+    """`fork`: the kept run's latest policy becomes a new run's warm start; GRPO's state and curve stay behind; the
+    fork may set its own GRPO values, while another tasks setting is still refused (the splits are the source's)."""
+    from kernelzero.train import coder
+    from kernelzero.train.config import load_config
+
+    run, weights = a_run(tmp_path)
+    cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", {"run_dir": str(run)})
+    coder._check_run_json(cfg, run)  # the source's frozen settings
+    out, kept, forked = tmp_path / "out", tmp_path / "kept", tmp_path / "forked"
+    out.mkdir()
+    carry.pack(run, out, part_bytes=20_000)
+    carry.keep(out, kept)
+    manifest = carry.fork(kept, forked)
+    assert manifest["step"] == 0 and manifest["policy"] == "warm_start"
+    fresh = tmp_path / "fresh"
+    assert carry.restore(forked, fresh) == 0
+    for name in ("checkpoints", "policy", "curve.jsonl"):
+        assert not (fresh / name).exists(), name
+    assert (fresh / "tasks" / "test.jsonl").read_text() == (run / "tasks" / "test.jsonl").read_text()
+    assert json.loads((fresh / "forked.json").read_text())["step"] == 8
+    loaded = transformers.Qwen2ForCausalLM.from_pretrained(fresh / "warm_start").state_dict()
+    for k, v in weights.items():  # checkpoint-8's weights, rounded to bfloat16 once
+        assert torch.equal(loaded[k], v.to(torch.bfloat16).float()), k
+    other_lr = load_config(ROOT / "configs" / "tiny-cpu.yaml", {"run_dir": str(fresh), "grpo": {"lr": 5e-3}})
+    coder._check_run_json(other_lr, fresh)  # the fork's own GRPO settings, frozen from now on
+    assert json.loads((fresh / "run.json").read_text())["config"]["grpo"]["lr"] == 5e-3
+    other_tasks = load_config(ROOT / "configs" / "tiny-cpu.yaml", {"run_dir": str(fresh), "tasks": {"n_sft": 3}})
+    with pytest.raises(ValueError, match="tasks.n_sft"):
+        coder._check_run_json(other_tasks, fresh)
+    with pytest.raises(SystemExit, match="already holds a carry"):
+        carry.fork(kept, forked)
+    capsys.readouterr()
+    assert _train_gpu().miniature_state(
+        _train_gpu().argparse.Namespace(call=2, run=str(fresh), out=str(tmp_path / "o"), from_scratch=False)
+    )
+    assert "a fork: its warm start is" in capsys.readouterr().out
