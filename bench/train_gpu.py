@@ -204,9 +204,8 @@ def _miniature(args: argparse.Namespace) -> None:
         if no_point:
             print(f"[call {args.call}] no pass@1 point after this call's GRPO (its time went to steps)")
         elif _point_fits(args, samples, run, label):
-            carry_out(
-                args, report=False
-            )  # the steps are out first: a point cut by the device call's limit loses only itself
+            # the steps are carried out first: a point cut by the device call's limit loses only itself
+            carry_out(args, report=False)
             print(json.dumps(_probe_point(cfg, run, splits, label, step)), flush=True)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
