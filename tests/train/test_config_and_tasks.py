@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,38 @@ def test_held_out_tasks_share_no_api_set_with_training_and_the_run_writes_them(t
     assert not sets["test"] & (sets["rl"] | sets["sft"])
     # the tokenizer's corpus holds no held-out solution
     assert not {solutions[t.name] for t in written["test"]} & set(tokenizer_code(cfg.tasks, written, solutions))
+
+
+def test_the_grpo_split_can_be_kept_apart_from_the_warm_start_s_api_sets_too(tmp_path):
+    """`disjoint: api_set_rl`: no rl task's API set is in the sft split either (2026-12-07: every held-out task with a
+    max reduction had its ops in training only with other reductions, and the warm start wrote those; GRPO tasks of
+    seen API sets asked nothing of the kind). `api_set` keeps drawing exactly the splits it drew before."""
+    import hashlib
+
+    from kernelzero.train.coder import prepare_tasks
+    from kernelzero.train.miniature import api_set, make_splits
+
+    sizes = {"test": 30, "rl": 40, "sft": 200}
+    splits = make_splits(sizes, seed=5, rows=4, cols=32, apart=("rl",))
+    assert {k: len(v) for k, v in splits.items()} == sizes
+    keys = {name: {api_set(t) for t in tasks} for name, tasks in splits.items()}
+    assert not keys["test"] & (keys["rl"] | keys["sft"]) and not keys["rl"] & keys["sft"]
+    before = make_splits(sizes, seed=5, rows=4, cols=32)  # no split apart but the held-out one: as before
+    names = json.dumps({k: [t.name for t in v] for k, v in before.items()}).encode()
+    assert hashlib.sha256(names).hexdigest()[:16] == "d6050a98634cc001"  # the old make_splits's
+    with pytest.raises(ValueError, match="leave no API sets"):
+        make_splits({"test": 1, "rl": 95, "sft": 4}, seed=0, apart=("rl",))  # 10% + 95% of the API sets
+    with pytest.raises(ValueError, match="name 'test', 'dev'"):
+        make_splits({"test": 4, "rl": 4}, seed=0, apart=("dev",))
+    text = "tasks:\n  disjoint: api_set_rl\n  n_sft: 60\n  n_rl: 20\n  n_test: 10\n  rows: 4\n  cols: 32\n"
+    written, _ = prepare_tasks(load_config(write(tmp_path, text), {"run_dir": str(tmp_path / "run")}), tmp_path / "run")
+    by_name = {
+        t.name: t
+        for v in make_splits({"test": 10, "rl": 20, "sft": 60}, rows=4, cols=32, apart=("rl",)).values()
+        for t in v
+    }
+    sets = {name: {api_set(by_name[t.name.split("/")[-1]]) for t in tasks} for name, tasks in written.items()}
+    assert not sets["rl"] & sets["sft"] and not sets["test"] & (sets["rl"] | sets["sft"])
 
 
 def test_a_split_a_carry_left_behind_is_drawn_again_the_same(tmp_path):

@@ -38,7 +38,8 @@ class TaskConfig:
     n_rl: int = 64  # tasks for GRPO (unseen by the warm start)
     n_test: int = 64  # held-out tasks for evaluation (unseen by both)
     # "forward": the splits differ by forward only; "api_set": no held-out task's API set (ops and reduction) is in
-    # the sft or rl split, so its combination of APIs was never trained on (miniature.make_splits)
+    # the sft or rl split, so its combination of APIs was never trained on (miniature.make_splits); "api_set_rl":
+    # and no rl task's is in the sft split, so GRPO trains on combinations the warm start never fitted, as held-out
     disjoint: str = "forward"
     suite: str | None = None  # GRPO on this suite instead of the rl split (kz-basic, a KernelBench folder, a .jsonl)
     test_suite: str | None = None  # evaluate on this suite instead of the test split
@@ -115,7 +116,7 @@ class GRPOSettings:
 
 
 TIMED_PASSES = ("gated", "one_pass")  # reward.timed_pass
-DISJOINT = ("forward", "api_set")  # tasks.disjoint
+DISJOINT = ("forward", "api_set", "api_set_rl")  # tasks.disjoint
 
 
 @dataclass(frozen=True)

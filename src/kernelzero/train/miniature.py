@@ -244,52 +244,66 @@ def _bucket(seed: int, key: tuple[str, ...]) -> float:
 
 
 def make_splits(
-    sizes: dict[str, int], seed: int = 0, rows: int = 64, cols: int = 256, max_steps: int = 4, held_out: str = "test"
+    sizes: dict[str, int],
+    seed: int = 0,
+    rows: int = 64,
+    cols: int = 256,
+    max_steps: int = 4,
+    held_out: str = "test",
+    apart: tuple[str, ...] = (),
 ) -> dict[str, list[MiniTask]]:
     """Splits of the given sizes (name -> count) whose tasks have pairwise distinct forwards, the `held_out` split's
-    API sets (`api_set`) disjoint from every other split's: each API set is held out or not by a seeded hash (held out
-    with the held-out split's share of the tasks, at least 10%), and the other splits share theirs. Each split is a
-    seeded random sample of the forwards drawn, not the first ones with room: a short forward has few distinct
-    variants and runs out early in the draw, so taking splits in draw order gave the first-filled splits most of the
-    short tasks (on the miniature's 3,000 + 256 + 64, 1 in 115 warm-start tasks had one step against 1 in 7 GRPO
-    tasks and 1 in 5 held-out tasks). Names are numbered in the order drawn (`mini_00000`, ...). The same arguments
-    give the same splits; raises when the sizes cannot be filled."""
-    if held_out not in sizes or any(n < 0 for n in sizes.values()) or sum(sizes.values()) < 1:
-        raise ValueError(f"split sizes must be >= 0 with at least one task and name {held_out!r}, got {sizes}")
+    API sets (`api_set`) disjoint from every other split's, and so each split named in `apart`'s: each API set goes
+    to one of these splits or to the rest by a seeded hash (each with its split's share of the tasks, at least 10%),
+    and the other splits share theirs. Each split is a seeded random sample of the forwards drawn, not the first
+    ones with room: a short forward has few distinct variants and runs out early in the draw, so taking splits in
+    draw order gave the first-filled splits most of the short tasks (on the miniature's 3,000 + 256 + 64, 1 in 115
+    warm-start tasks had one step against 1 in 7 GRPO tasks and 1 in 5 held-out tasks). Names are numbered in the
+    order drawn (`mini_00000`, ...). The same arguments give the same splits; raises when the sizes cannot be
+    filled."""
+    groups = (held_out, *[a for a in apart if a != held_out])
+    if any(g not in sizes for g in groups) or any(n < 0 for n in sizes.values()) or sum(sizes.values()) < 1:
+        names = ", ".join(repr(g) for g in groups)
+        raise ValueError(f"split sizes must be >= 0 with at least one task and name {names}, got {sizes}")
     if rows < 1 or cols < 1 or max_steps < 1:
         raise ValueError(f"rows, cols and max_steps must be >= 1, got {rows}, {cols}, {max_steps}")
-    share = max(sizes[held_out] / sum(sizes.values()), 0.1) if sizes[held_out] else 0.0
-    need = {True: sizes[held_out], False: sum(n for name, n in sizes.items() if name != held_out)}
-    pools: dict[bool, list[tuple[int, tuple, str]]] = {True: [], False: []}
+    edges, top = {}, 0.0
+    for g in groups:  # API sets hashed below edges[g] (and above the last group's edge) are g's
+        top += max(sizes[g] / sum(sizes.values()), 0.1) if sizes[g] else 0.0
+        edges[g] = top
+    need = {g: sizes[g] for g in groups} | {None: sum(n for name, n in sizes.items() if name not in groups)}
+    if top >= 1.0 and need[None]:
+        raise ValueError(f"the splits kept apart ({groups}) leave no API sets to the others: ask for fewer")
+    pools: dict[str | None, list[tuple[int, tuple, str]]] = {g: [] for g in need}
     for index, (steps, reduction) in enumerate(_forwards(seed, max_steps, sum(sizes.values()) * 200)):
-        held = _bucket(seed, _api_key(steps, reduction)) < share
-        if len(pools[False]) < need[False] or (held and need[True]):
-            pools[held].append((index, steps, reduction))  # the held-out pool spans the training pool's draws
-        if len(pools[False]) >= need[False] and len(pools[True]) >= need[True]:
+        b = _bucket(seed, _api_key(steps, reduction))
+        g = next((g for g in groups if b < edges[g]), None)
+        if len(pools[None]) < need[None] or (g is not None and need[g]):
+            pools[g].append((index, steps, reduction))  # the apart pools span the shared pool's draws
+        if all(len(pools[k]) >= need[k] for k in need):
             break
-    if any(len(pools[k]) < need[k] for k in pools):
-        got = {"held out": len(pools[True]), "training": len(pools[False])}
-        raise ValueError(
-            f"only {got} tasks with {held_out!r}'s API sets apart fit max_steps={max_steps}; asked {sizes}"
-        )
+    if any(len(pools[k]) < need[k] for k in need):
+        got = {k or "the rest": len(v) for k, v in pools.items()}
+        raise ValueError(f"only {got} tasks with {groups}'s API sets apart fit max_steps={max_steps}; asked {sizes}")
     rng = random.Random(f"splits:{seed}")
-    chosen = {True: rng.sample(pools[True], need[True]), False: rng.sample(pools[False], need[False])}
-    out: dict[str, list[MiniTask]] = {held_out: [_task(i, st, r, rows, cols) for i, st, r in sorted(chosen[True])]}
+    chosen = {g: rng.sample(pools[g], need[g]) for g in need}  # held-out first, as the splits were drawn before
+    out = {g: [_task(i, st, r, rows, cols) for i, st, r in sorted(chosen[g])] for g in groups}
     taken = 0
     for name, n in sizes.items():
-        if name != held_out:
-            out[name] = [_task(i, st, r, rows, cols) for i, st, r in sorted(chosen[False][taken : taken + n])]
+        if name not in groups:
+            out[name] = [_task(i, st, r, rows, cols) for i, st, r in sorted(chosen[None][taken : taken + n])]
             taken += n
     return {name: out[name] for name in sizes}
 
 
 def draw_splits(t: Any) -> dict[str, list[MiniTask]]:
     """The test, rl and sft splits a run's `tasks` config (config.TaskConfig) asks for: API-set disjoint
-    (`make_splits`) with `disjoint: api_set`, else a seeded random partition of one `make_tasks` draw (not its
+    (`make_splits`) with `disjoint: api_set` (test apart) or `api_set_rl` (test and rl apart), else a seeded random partition of one `make_tasks` draw (not its
     consecutive slices: the draw's first tasks are the shortest, see `make_splits`)."""
     sizes = {"test": t.n_test, "rl": t.n_rl, "sft": t.n_sft}
-    if t.disjoint == "api_set":
-        return make_splits(sizes, seed=t.seed, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
+    if t.disjoint in ("api_set", "api_set_rl"):
+        apart = ("rl",) if t.disjoint == "api_set_rl" else ()
+        return make_splits(sizes, seed=t.seed, rows=t.rows, cols=t.cols, max_steps=t.max_steps, apart=apart)
     tasks = make_tasks(sum(sizes.values()), seed=t.seed, rows=t.rows, cols=t.cols, max_steps=t.max_steps)
     order = random.Random(f"splits:{t.seed}").sample(range(len(tasks)), len(tasks))
     cuts = [0, t.n_test, t.n_test + t.n_rl, len(tasks)]
