@@ -37,9 +37,8 @@ class TaskConfig:
     n_sft: int = 1000  # tasks for the supervised warm start
     n_rl: int = 64  # tasks for GRPO (unseen by the warm start)
     n_test: int = 64  # held-out tasks for evaluation (unseen by both)
-    # "forward": the splits differ by forward only; "api_set": no held-out task's API set (ops and reduction) is in
-    # the sft or rl split, so its combination of APIs was never trained on (miniature.make_splits); "api_set_rl":
-    # and no rl task's is in the sft split, so GRPO trains on combinations the warm start never fitted, as held-out
+    # "forward": splits differ by forward only; "api_set": no held-out task's API set (ops and reduction) is in sft
+    # or rl (miniature.make_splits); "api_set_rl": nor an rl task's in sft (GRPO on combinations never fitted)
     disjoint: str = "forward"
     suite: str | None = None  # GRPO on this suite instead of the rl split (kz-basic, a KernelBench folder, a .jsonl)
     test_suite: str | None = None  # evaluate on this suite instead of the test split
