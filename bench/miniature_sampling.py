@@ -70,6 +70,34 @@ def exact_share(model, tok, tasks, solutions, temperature: float, samples: int, 
     return sum(hits), len(hits)
 
 
+def class_table(drawn, solutions: dict[str, str]) -> str:
+    """A markdown table of the drawn samples by their task's reduction: how many, and of each
+    `miniature_failures.classify` class (a wrong reduction or mask is "reduction or mask")."""
+    from collections import Counter
+
+    from miniature_failures import CLASSES, classify
+
+    def reduction(kernel: str) -> str:  # the suite's tasks carry no MiniTask fields: read it from the kernel
+        return (
+            "max"
+            if "tl.max(" in kernel
+            else "mean"
+            if "/ n_cols" in kernel
+            else "sum"
+            if "tl.sum(" in kernel
+            else "none"
+        )
+
+    counts: dict[str, Counter] = {}
+    for task, text, _ in drawn:
+        kernel = solutions[task.name]
+        counts.setdefault(reduction(kernel), Counter())[classify(kernel, text)] += 1
+    lines = ["| reduction | samples | " + " | ".join(CLASSES) + " |", "|---" * (len(CLASSES) + 2) + "|"]
+    for red, c in sorted(counts.items()):
+        lines.append(f"| {red} | {sum(c.values())} | " + " | ".join(str(c[k]) for k in CLASSES) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--policy", type=Path, default=Path("runs/miniature-export"))
@@ -79,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--temps", type=float, nargs="+", default=[0.0, 1.0])
     p.add_argument("--samples", type=int, nargs="+", default=None, help="one per temperature (default 1 each)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--classes", action="store_true", help="a table of each reduction's samples by failure class")
     args = p.parse_args(argv)
     samples = args.samples or [1] * len(args.temps)
     if len(samples) != len(args.temps) or min(samples) < 1 or min(args.temps) < 0:
@@ -95,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     model = AutoModelForCausalLM.from_pretrained(args.policy / "policy", dtype=torch.float32).eval()
     for temperature, k in zip(args.temps, samples):
         began = time.time()
+        if args.classes:
+            print(class_table(draw(model, tok, tasks, solutions, temperature, k), solutions), flush=True)
+            continue
         hits, total = exact_share(model, tok, tasks, solutions, temperature, k)
         print(
             f"{args.split} x{len(tasks)}, temperature {temperature}, {k} a task: exact-kernel share "

@@ -73,3 +73,25 @@ def test_tasks_come_back_by_name_whichever_split_holds_them():
     assert again == {drawn[7].name: drawn[7], drawn[31].name: drawn[31]}
     held = make_splits({"test": 5, "sft": 30}, seed=3, rows=4, cols=32)["test"]
     assert tasks_named([t.name for t in held], seed=3, rows=4, cols=32) == {t.name: t for t in held}
+
+
+def test_the_sampling_study_counts_each_reduction_s_samples_by_class():
+    """bench/miniature_sampling.py --classes: a max task answered with a sum is a wrong reduction, counted under max."""
+    from kernelzero.train.miniature import make_tasks
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import miniature_sampling
+
+    tasks = make_tasks(80, seed=0, rows=4, cols=32)
+    by = {r: next(t for t in tasks if t.reduction == r) for r in ("max", "mean", "")}
+    solutions = {t.name: t.solution for t in by.values()}
+    as_sum = by["max"].solution.replace('float("-inf")', "0.0").replace("tl.max(x, axis=0)", "tl.sum(x, axis=0)")
+    drawn = [(by["max"], fenced(by["max"].solution), True), (by["max"], fenced(as_sum), False)]
+    drawn += [(by["mean"], fenced(by["mean"].solution), True), (by[""], "no code here", False)]
+    rows = miniature_sampling.class_table(drawn, solutions).splitlines()
+    assert rows[0].startswith("| reduction | samples | no code | same as the solution |")
+    assert rows[2:] == [
+        "| max | 2 | 0 | 1 | 0 | 0 | 1 | 0 |",
+        "| mean | 1 | 0 | 1 | 0 | 0 | 0 | 0 |",
+        "| none | 1 | 1 | 0 | 0 | 0 | 0 | 0 |",
+    ]
