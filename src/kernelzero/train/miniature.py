@@ -268,7 +268,7 @@ def make_splits(
     if rows < 1 or cols < 1 or max_steps < 1:
         raise ValueError(f"rows, cols and max_steps must be >= 1, got {rows}, {cols}, {max_steps}")
     edges, top = {}, 0.0
-    for g in groups:  # API sets hashed below edges[g] (and above the last group's edge) are g's
+    for g in groups:  # an API set hashed in [the previous group's edge, edges[g]) is g's; above the last, the rest's
         top += max(sizes[g] / sum(sizes.values()), 0.1) if sizes[g] else 0.0
         edges[g] = top
     need = {g: sizes[g] for g in groups} | {None: sum(n for name, n in sizes.items() if name not in groups)}
@@ -298,8 +298,9 @@ def make_splits(
 
 def draw_splits(t: Any) -> dict[str, list[MiniTask]]:
     """The test, rl and sft splits a run's `tasks` config (config.TaskConfig) asks for: API-set disjoint
-    (`make_splits`) with `disjoint: api_set` (test apart) or `api_set_rl` (test and rl apart), else a seeded random partition of one `make_tasks` draw (not its
-    consecutive slices: the draw's first tasks are the shortest, see `make_splits`)."""
+    (`make_splits`) with `disjoint: api_set` (test apart) or `api_set_rl` (test and rl apart), else a seeded random
+    partition of one `make_tasks` draw (not its consecutive slices: the draw's first tasks are the shortest, see
+    `make_splits`)."""
     sizes = {"test": t.n_test, "rl": t.n_rl, "sft": t.n_sft}
     if t.disjoint in ("api_set", "api_set_rl"):
         apart = ("rl",) if t.disjoint == "api_set_rl" else ()
