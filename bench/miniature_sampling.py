@@ -77,16 +77,14 @@ def class_table(drawn, solutions: dict[str, str]) -> str:
 
     from miniature_failures import CLASSES, classify
 
-    def reduction(kernel: str) -> str:  # the suite's tasks carry no MiniTask fields: read it from the kernel
-        return (
-            "max"
-            if "tl.max(" in kernel
-            else "mean"
-            if "/ n_cols" in kernel
-            else "sum"
-            if "tl.sum(" in kernel
-            else "none"
-        )
+    from kernelzero.train.miniature import REDUCTIONS
+
+    # the suite's tasks carry no MiniTask fields: a task's reduction is the generator's kernel line its solution holds
+    # (the longest first: the mean's line holds the sum's)
+    lines_of = sorted(((line, name) for name, (_, _, line) in REDUCTIONS.items()), key=lambda x: -len(x[0]))
+
+    def reduction(kernel: str) -> str:
+        return next((name for line, name in lines_of if line in kernel), "none")
 
     counts: dict[str, Counter] = {}
     for task, text, _ in drawn:

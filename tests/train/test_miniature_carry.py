@@ -191,7 +191,7 @@ def test_a_fork_starts_a_new_run_from_the_kept_policy_with_its_own_grpo_settings
     with pytest.raises(SystemExit, match="already holds a carry"):
         carry.fork(kept, forked)
     capsys.readouterr()
-    assert _train_gpu().miniature_state(
-        _train_gpu().argparse.Namespace(call=2, run=str(fresh), out=str(tmp_path / "o"), from_scratch=False)
-    )
+    train_gpu = _train_gpu()
+    args = train_gpu.argparse.Namespace(call=2, run=str(fresh), out=str(tmp_path / "o"), from_scratch=False)
+    assert train_gpu.miniature_state(args)
     assert "a fork: its warm start is" in capsys.readouterr().out

@@ -77,10 +77,9 @@ def test_tasks_come_back_by_name_whichever_split_holds_them():
 
 def test_the_sampling_study_counts_each_reduction_s_samples_by_class():
     """bench/miniature_sampling.py --classes: a max task answered with a sum is a wrong reduction, counted under max."""
-    from kernelzero.train.miniature import make_tasks
+    import miniature_sampling  # bench/ is on the path (above)
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import miniature_sampling
+    from kernelzero.train.miniature import make_tasks
 
     tasks = make_tasks(80, seed=0, rows=4, cols=32)
     by = {r: next(t for t in tasks if t.reduction == r) for r in ("max", "mean", "")}
