@@ -194,8 +194,8 @@ def _miniature(args: argparse.Namespace) -> None:
             print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0, policy=run / "warm_start")), flush=True)
         else:  # a point that did not fit before GRPO does not fit after it: its time goes to steps (2026-12-07's
             no_point = True  # call 1 left 214 s unused, all kept for a point after no GRPO)
-    minutes = grpo_minutes(args, point_estimate(run, samples), no_point)
-    if minutes > 1.0:
+    minutes, no_point = grpo_plan(args, point_estimate(run, samples), batch_estimate(run), no_point)
+    if minutes:
         grpo = dataclasses.replace(cfg.grpo, max_minutes=minutes)
         cfg = dataclasses.replace(cfg, grpo=grpo)
         final = coder.run_grpo(cfg, run, start, splits)
@@ -235,13 +235,39 @@ def grpo_minutes(args: argparse.Namespace, point_s: float | None, no_point: bool
     return (_left(args) - reserve - 20.0) / 60.0
 
 
+def grpo_plan(args: argparse.Namespace, point_s: float | None, batch_s: float, no_point: bool) -> tuple[float, bool]:
+    """(minutes of GRPO, whether no pass@1 point follows it) for this call: none when not even one batch of `batch_s`
+    fits (TRL's first batch always runs whole); when one fits only without the point, GRPO without it (the next
+    call's point measures the steps: 2026-12-07's call 1 had 160 s left after its warm-start point and ran none)."""
+    minutes = grpo_minutes(args, point_s, no_point)
+    if not no_point and minutes * 60.0 < batch_s <= grpo_minutes(args, None, True) * 60.0:
+        print(f"[call {args.call}] a GRPO batch (about {batch_s:.0f} s) fits only without a pass@1 point after it")
+        no_point, minutes = True, grpo_minutes(args, None, True)
+    return (minutes if minutes * 60.0 >= batch_s else 0.0), no_point
+
+
 def point_estimate(run: Path, samples: int) -> float | None:
-    """Seconds a pass@1 point of `samples` samples will take: the median rate per sample of the last three probes
-    (run/probe_times.jsonl; None before any probe ran). Not the latest alone: a call's first point on a fresh
-    machine took 217 s and the next 121 s (H100, 2026-12-07), and GRPO gave 96 s too many to the point after it."""
-    rows = [r for r in read_jsonl(run / "probe_times.jsonl") if r["samples"]][-3:]  # no samples: no rate
-    rates = [(r["generate_s"] + r["verify_s"]) / r["samples"] for r in rows]
-    return samples * statistics.median(rates) if rates else None
+    """Seconds a pass@1 point of `samples` samples will take, from the probes of that size (run/probe_times.jsonl;
+    any size before one of that size ran; None before any probe): the median rate per sample of the last three, or
+    1.5 times the latest rate where that is less. Not the latest alone: a call's first point on a fresh machine took
+    217 s and the next 121 s (H100, 2026-12-07 morning). Not the median alone, nor with the warm start's small probe:
+    the rate fell as the run's verdict cache filled (0.57, 0.31, 0.27, 0.22 s a sample over four points, 2026-12-07
+    afternoon) and the median held back up to 116 s more than the point took."""
+    rows = [r for r in read_jsonl(run / "probe_times.jsonl") if r["samples"]]  # no samples: no rate
+    rates = [(r["generate_s"] + r["verify_s"]) / r["samples"] for r in rows if r["samples"] == samples]
+    rates = rates or [(r["generate_s"] + r["verify_s"]) / r["samples"] for r in rows]
+    return samples * min(statistics.median(rates[-3:]), 1.5 * rates[-1]) if rates else None
+
+
+def batch_estimate(run: Path) -> float:
+    """Seconds the first GRPO batch of a call will take (generation, verification and its updates): the longest batch
+    of the run so far (run/steps.jsonl, a call's first batch is its slowest), or 90 s before any (H100, 2026-12-07:
+    a call's first batch took 73-80 s)."""
+    batches: dict[int, float] = {}
+    for row in read_jsonl(run / "steps.jsonl"):
+        key = row.get("batch_step", row["step"])
+        batches[key] = batches.get(key, 0.0) + row.get("time_step_s", 0.0)
+    return max(batches.values(), default=0.0) or 90.0
 
 
 def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -> bool:

@@ -48,3 +48,16 @@ def test_reused_batches_stop_only_between_batches():
     assert run_steps(TimeBudget(5.0), batches(10, 40.0, 2.0, 4)) % 4 != 0
     # a batch longer than the budget left stops at the first boundary, never inside a batch
     assert run_steps(TimeBudget(1.0, per_batch=4), batches(10, 50.0, 5.0, 4)) == 4
+
+
+def test_the_first_batch_starts_the_judges_cold_and_sets_the_estimate_only_until_a_second_has_run():
+    # H100, 2026-12-07: a call's first batch 74-80 s, the later ones 45-58 s. Here 80 s, then 50 s, updates 2 s each:
+    # 330 s hold five batches (86 + 4 x 56 = 310); judged by the first, the fifth (ending at 310 s) would not start
+    cold = [80.0, 2.0, 2.0, 2.0] + batches(9, 50.0, 2.0, 4)
+    assert run_steps(TimeBudget(5.5, per_batch=4), cold) == 20
+    # a later batch longer than the first counts in full: 80 s, then 120 s batches, stops after two (212 + 126 > 330,
+    # where the first's 86 s would have started a third)
+    slow = [80.0, 2.0, 2.0, 2.0] + batches(9, 120.0, 2.0, 4)
+    assert run_steps(TimeBudget(5.5, per_batch=4), slow) == 8
+    # with one batch only, the first is all there is to go by: 200 s first, budget 300 s, stops at once
+    assert run_steps(TimeBudget(5.0, per_batch=4), [200.0, 1.0, 1.0, 1.0] + batches(4, 10.0, 1.0, 4)) == 4

@@ -123,9 +123,11 @@ def test_the_report_compares_each_point_with_the_warm_start_pairwise_and_says_wh
     assert train_gpu.item1_gains(curve[1:]) == []  # no warm-start point, nothing to compare with
 
 
-def test_a_point_is_estimated_at_the_median_rate_of_the_last_three_probes(tmp_path):
-    """2026-12-07 (H100): a call's first point on a fresh machine took 217 s, the next 121 s; at the latest rate
-    GRPO held back the 217 s for the second point and ran one batch where two fitted. A row of no samples is no rate."""
+def test_a_point_is_estimated_from_the_probes_of_its_size_at_their_median_rate_or_one_and_a_half_the_latest(tmp_path):
+    """2026-12-07 (H100): a call's first point on a fresh machine took 217 s, the next 121 s (the latest alone held
+    back 96 s too many); later that day the rate fell with each point (0.57, 0.31, 0.27 s a sample) as the verdict
+    cache filled, and the median with the warm start's small probe held back 116 s more than the point took. A row
+    of no samples is no rate; the small probe counts only before a point of the size asked for has run."""
     train_gpu = _train_gpu()
     run = tmp_path / "run"
     run.mkdir()
@@ -135,15 +137,33 @@ def test_a_point_is_estimated_at_the_median_rate_of_the_last_three_probes(tmp_pa
             f.write(json.dumps({"label": "p", "samples": samples, "generate_s": generate_s, "verify_s": verify_s}))
             f.write("\n")
 
-    probe(4.6, 56.7, samples=64)  # the warm start's probe: 0.958 s a sample
-    assert abs(train_gpu.point_estimate(run, 256) - 245.2) < 0.1
-    probe(43.4, 173.2)  # 0.846
-    assert abs(train_gpu.point_estimate(run, 256) - 0.5 * (245.2 + 216.6)) < 0.1  # the median of two
-    probe(32.2, 88.5)  # 0.471
-    assert abs(train_gpu.point_estimate(run, 256) - 216.6) < 0.1
-    probe(30.0, 90.0)  # 0.469: the oldest of four is left out, and one slow point no longer decides
+    assert train_gpu.point_estimate(run, 256) is None
+    probe(4.7, 57.3, samples=64)  # the warm start's probe: 0.969 s a sample
+    assert abs(train_gpu.point_estimate(run, 256) - 248.0) < 0.1
+    probe(26.8, 118.0)  # the warm-start point, 0.566 s a sample: the small probe no longer counts
+    assert abs(train_gpu.point_estimate(run, 256) - 144.8) < 0.1
+    probe(24.7, 55.1)  # 0.312: the median of two (0.439) is under 1.5 x the latest (0.468)
+    assert abs(train_gpu.point_estimate(run, 256) - 0.5 * (144.8 + 79.8)) < 0.1
+    probe(25.9, 44.4)  # 0.275: the median of three, 0.312
+    assert abs(train_gpu.point_estimate(run, 256) - 79.8) < 0.1
+    probe(10.0, 10.0)  # 0.078: 1.5 x the latest (30 s) is under the median (0.275, 70.3 s)
     probe(0.0, 0.0, samples=0)
-    assert abs(train_gpu.point_estimate(run, 256) - 120.7) < 0.1
+    assert abs(train_gpu.point_estimate(run, 256) - 30.0) < 0.1
+    assert abs(train_gpu.point_estimate(run, 64) - 62.0) < 0.1  # the small probe's own size: its own rate
+
+
+def test_a_grpo_batch_is_estimated_at_the_run_s_longest(tmp_path):
+    """The first batch of a call is its slowest (its judges start cold): a call starts GRPO only if the longest batch
+    so far fits, 90 s before any batch ran (H100, 2026-12-07: first batches 73-80 s)."""
+    train_gpu = _train_gpu()
+    run = tmp_path / "run"
+    run.mkdir()
+    assert train_gpu.batch_estimate(run) == 90.0
+    rows = [(1, 1, 80.1), (2, 1, 1.8), (3, 1, 1.8), (4, 1, 1.8), (5, 5, 55.0), (6, 5, 1.7)]
+    with (run / "steps.jsonl").open("w") as f:
+        for step, batch, took in rows:
+            f.write(json.dumps({"step": step, "batch_step": batch, "time_step_s": took}) + "\n")
+    assert abs(train_gpu.batch_estimate(run) - 85.5) < 1e-6
 
 
 def test_no_point_gives_the_point_s_time_to_grpo():
@@ -165,6 +185,23 @@ def test_no_point_gives_the_point_s_time_to_grpo():
     args.no_point = False
     assert abs(train_gpu.grpo_minutes(args, 194.0, no_point=True) - train_gpu.grpo_minutes(args, 9.0, True)) < 0.01
     assert abs(train_gpu.grpo_minutes(args, 194.0, no_point=True) - with_point - 194.0 / 60) < 0.01
+
+
+def test_grpo_runs_only_where_a_batch_fits_and_without_its_point_where_only_that_fits(capsys):
+    """2026-12-07 (H100): call 1 had about 160 s left after its warm-start point and ran no GRPO, the point after it
+    being estimated at 196 s. Now: a batch that fits only without the point runs without it, saying so; none where
+    not even that fits; with room for both, both."""
+    train_gpu = _train_gpu()
+    args = train_gpu.argparse.Namespace(call=1, budget_s=540.0, no_point=False, carry_out=True)
+    train_gpu.STARTED = train_gpu.time.monotonic() - (540 - 160)  # 160 s left: 125 s without a point, 0 with one
+    minutes, no_point = train_gpu.grpo_plan(args, 196.0, 90.0, False)
+    assert no_point and abs(minutes * 60 - (160 - 15 - 10 - 20)) < 1.0
+    assert "fits only without a pass@1 point" in capsys.readouterr().out
+    assert train_gpu.grpo_plan(args, 196.0, 130.0, False) == (0.0, False)  # a 130 s batch does not fit even so
+    train_gpu.STARTED = train_gpu.time.monotonic() - 40  # 500 s left: 280 s with a 196 s point
+    minutes, no_point = train_gpu.grpo_plan(args, 196.0, 90.0, False)
+    assert not no_point and abs(minutes * 60 - (500 - 196 - 15 - 20 - 20)) < 1.0
+    assert train_gpu.grpo_plan(args, 196.0, 90.0, True)[1]  # --no-point stays so
 
 
 def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):

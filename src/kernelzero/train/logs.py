@@ -186,7 +186,11 @@ class TimeBudget(TrainerCallback):
     With `per_batch` > 1 (TRL's num_iterations: that many optimizer steps on each generated batch, counted from the
     start of this run, as TRL generates at a run's first step, resumed or not) it stops only between batches, when
     the next batch (the longest generating step and per_batch - 1 of the longest update-only steps) would not fit:
-    the updates of a batch verified at great cost are not cut off."""
+    the updates of a batch verified at great cost are not cut off.
+
+    The run's first generating step starts the verifier's judges cold: it sets the estimate only until a second one
+    has run (H100, 2026-12-07: each call's first batch took 73-80 s, the later ones 45-58 s, and the first's length
+    kept a batch that fitted from running in two of three calls)."""
 
     def __init__(self, max_minutes: float | None, clock: Any = time.time, per_batch: int = 1):
         self.max_s = None if max_minutes is None else max_minutes * 60.0
@@ -194,7 +198,8 @@ class TimeBudget(TrainerCallback):
         self.per_batch = max(1, per_batch)
         self.started = self.last = 0.0
         self.done = 0
-        self.longest = [0.0, 0.0]  # generating step, update-only step
+        self.longest = [0.0, 0.0]  # generating step (after the first), update-only step
+        self.first = 0.0  # the run's first generating step
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.started = self.last = self.clock()
@@ -203,11 +208,15 @@ class TimeBudget(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         now = self.clock()
         kind = 0 if self.done % self.per_batch == 0 else 1
-        self.longest[kind], self.last = max(self.longest[kind], now - self.last), now
+        took, self.last = now - self.last, now
+        if self.done == 0:
+            self.first = took
+        else:
+            self.longest[kind] = max(self.longest[kind], took)
         self.done += 1
         if self.max_s is None or self.done % self.per_batch:
             return
-        batch = self.longest[0] + (self.per_batch - 1) * self.longest[1]
+        batch = (self.longest[0] or self.first) + (self.per_batch - 1) * self.longest[1]
         if now - self.started + batch > self.max_s:
             control.should_training_stop = True
             control.should_save = True
