@@ -262,7 +262,7 @@ def point_estimate(run: Path, samples: int) -> float | None:
 def batch_estimate(run: Path) -> float:
     """Seconds the first GRPO batch of a call will take (generation, verification and its updates): the longest batch
     of the run so far (run/steps.jsonl, a call's first batch is its slowest), or 90 s before any (H100, 2026-12-07:
-    a call's first batch took 73-80 s)."""
+    a call's first batch took 73-85 s)."""
     batches: dict[int, float] = {}
     for row in read_jsonl(run / "steps.jsonl"):
         key = row.get("batch_step", row["step"])

@@ -51,7 +51,7 @@ def test_reused_batches_stop_only_between_batches():
 
 
 def test_the_first_batch_starts_the_judges_cold_and_sets_the_estimate_only_until_a_second_has_run():
-    # H100, 2026-12-07: a call's first batch 74-80 s, the later ones 45-58 s. Here 80 s, then 50 s, updates 2 s each:
+    # H100, 2026-12-07: a call's first batch 73-85 s, the later ones 45-64 s. Here 80 s, then 50 s, updates 2 s each:
     # 330 s hold five batches (86 + 4 x 56 = 310); judged by the first, the fifth (ending at 310 s) would not start
     cold = [80.0, 2.0, 2.0, 2.0] + batches(9, 50.0, 2.0, 4)
     assert run_steps(TimeBudget(5.5, per_batch=4), cold) == 20

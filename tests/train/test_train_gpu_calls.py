@@ -154,7 +154,7 @@ def test_a_point_is_estimated_from_the_probes_of_its_size_at_their_median_rate_o
 
 def test_a_grpo_batch_is_estimated_at_the_run_s_longest(tmp_path):
     """The first batch of a call is its slowest (its judges start cold): a call starts GRPO only if the longest batch
-    so far fits, 90 s before any batch ran (H100, 2026-12-07: first batches 73-80 s)."""
+    so far fits, 90 s before any batch ran (H100, 2026-12-07: first batches 73-85 s)."""
     train_gpu = _train_gpu()
     run = tmp_path / "run"
     run.mkdir()

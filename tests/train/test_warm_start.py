@@ -35,6 +35,25 @@ def test_loss_covers_the_answer_and_its_end_token_only(setup):
     assert tok.decode(ids[n_prompt:]).startswith("```python\nimport torch")
 
 
+def test_examples_tokenized_in_chunks_are_those_tokenized_one_at_a_time():
+    """The batched encoding (`encode_examples`, chunks smaller than the list here) gives each example the ids and
+    prompt length that tokenizing its prompt and its answer alone gives."""
+    from kernelzero.coder.prompts import build_messages
+    from kernelzero.train.warm_start import encode_examples
+
+    minis = make_tasks(5, seed=1, rows=2, cols=8, max_steps=2)
+    tok = build_tokenizer([m.source + m.solution for m in minis] * 4, vocab_size=320)
+    pairs = [(build_messages(Task(name=m.name, source=m.source), "triton"), m.solution) for m in minis]
+    alone = []
+    for messages, source in pairs:
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        prompt = tok(text, add_special_tokens=False)["input_ids"]
+        tail = tok(f"```python\n{source}```{tok.eos_token}", add_special_tokens=False)["input_ids"]
+        alone.append((list(prompt) + list(tail), len(prompt)))
+    assert encode_examples(tok, pairs, chunk=2) == alone
+    assert len({n for _, n in alone}) > 1  # the prompts differ in length: a misaligned chunk would show
+
+
 def test_missing_solution_is_an_error(setup):
     tok, _, _ = setup
     with pytest.raises(ValueError, match="no solution for task x"):

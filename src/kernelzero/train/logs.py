@@ -189,8 +189,8 @@ class TimeBudget(TrainerCallback):
     the updates of a batch verified at great cost are not cut off.
 
     The run's first generating step starts the verifier's judges cold: it sets the estimate only until a second one
-    has run (H100, 2026-12-07: each call's first batch took 73-80 s, the later ones 45-58 s, and the first's length
-    kept a batch that fitted from running in two of three calls)."""
+    has run (H100, 2026-12-07: each call's first batch took 73-85 s, the later ones 45-64 s; judged by the first, a
+    call could stop a batch early)."""
 
     def __init__(self, max_minutes: float | None, clock: Any = time.time, per_batch: int = 1):
         self.max_s = None if max_minutes is None else max_minutes * 60.0

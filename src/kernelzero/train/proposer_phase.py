@@ -59,7 +59,7 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
     from kernelzero.proposer.generator import template_modules
     from kernelzero.train.coder import device_of
     from kernelzero.train.tiny import build_model, build_tokenizer, count_parameters, save_policy
-    from kernelzero.train.warm_start import sft_example, warm_start
+    from kernelzero.train.warm_start import encode_examples, warm_start
 
     p = cfg.proposer
     if p.model.path:
@@ -83,7 +83,7 @@ def prepare_proposer_policy(cfg: CoevolveConfig, root: Path) -> Path:
         return init
     tok = AutoTokenizer.from_pretrained(init)
     model = AutoModelForCausalLM.from_pretrained(init, dtype="float32")
-    examples = [sft_example(tok, msgs, source) for msgs, source in pairs]
+    examples = encode_examples(tok, pairs)
     _log(f"warm start on {len(examples)} template proposals of {len(sets)} API sets")
     seen, probed = {tuple(apis) for apis, _ in sets}, {}
 

@@ -33,20 +33,32 @@ def sft_examples(
     tasks: Sequence[Task], solutions: dict[str, str], tokenizer: Any, backend: str
 ) -> list[tuple[list[int], int]]:
     """(token ids of prompt + answer + end token, number of prompt tokens) per task that has a solution."""
-    out = []
-    for task in tasks:
-        if task.name not in solutions:
-            raise ValueError(f"no solution for task {task.name}")
-        out.append(sft_example(tokenizer, build_messages(task, backend), solutions[task.name]))
+    missing = next((task.name for task in tasks if task.name not in solutions), None)
+    if missing is not None:
+        raise ValueError(f"no solution for task {missing}")
+    return encode_examples(tokenizer, [(build_messages(task, backend), solutions[task.name]) for task in tasks])
+
+
+def encode_examples(
+    tokenizer: Any, pairs: Sequence[tuple[list[dict[str, str]], str]], chunk: int = 1024
+) -> list[tuple[list[int], int]]:
+    """`sft_example` of each (messages, source) pair, tokenized a chunk at a time: the fast tokenizer encodes a batch
+    on every core (4,000 miniature examples: 9.1 s one at a time, 4.1 s in batches on an idle 2-core machine,
+    2026-12-07; a run's 20,000 cost 45 s before)."""
+    out: list[tuple[list[int], int]] = []
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start : start + chunk]
+        texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m, _ in part]
+        answers = [f"```python\n{source}```{tokenizer.eos_token}" for _, source in part]
+        prompts = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        tails = tokenizer(answers, add_special_tokens=False)["input_ids"]
+        out += [(list(prompt) + list(tail), len(prompt)) for prompt, tail in zip(prompts, tails)]
     return out
 
 
 def sft_example(tokenizer: Any, messages: list[dict[str, str]], source: str) -> tuple[list[int], int]:
     """(token ids of the chat-templated prompt + the fenced `source` + end token, number of prompt tokens)."""
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
-    ids = tokenizer(f"```python\n{source}```{tokenizer.eos_token}", add_special_tokens=False)["input_ids"]
-    return list(prompt) + list(ids), len(prompt)
+    return encode_examples(tokenizer, [(messages, source)])[0]
 
 
 def sft_batch(examples: list[tuple[list[int], int]], pad_id: int, device: str) -> dict[str, Any]:
