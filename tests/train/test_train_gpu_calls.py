@@ -198,6 +198,7 @@ def test_grpo_runs_only_where_a_batch_fits_and_without_its_point_where_only_that
     assert no_point and abs(minutes * 60 - (160 - 15 - 10 - 20)) < 1.0
     assert "fits only without a pass@1 point" in capsys.readouterr().out
     assert train_gpu.grpo_plan(args, 196.0, 130.0, False) == (0.0, False)  # a 130 s batch does not fit even so
+    assert "no GRPO in this call: a batch takes about 130 s, 0 s are left" in capsys.readouterr().out
     train_gpu.STARTED = train_gpu.time.monotonic() - 40  # 500 s left: 280 s with a 196 s point
     minutes, no_point = train_gpu.grpo_plan(args, 196.0, 90.0, False)
     assert not no_point and abs(minutes * 60 - (500 - 196 - 15 - 20 - 20)) < 1.0
