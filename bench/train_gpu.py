@@ -244,8 +244,9 @@ def grpo_plan(args: argparse.Namespace, point_s: float | None, batch_s: float, n
         print(f"[call {args.call}] a GRPO batch (about {batch_s:.0f} s) fits only without a pass@1 point after it")
         no_point, minutes = True, grpo_minutes(args, None, True)
     if minutes * 60.0 < batch_s:
+        left = max(0.0, minutes * 60.0)
         print(
-            f"[call {args.call}] no GRPO in this call: a batch takes about {batch_s:.0f} s, {max(0.0, minutes * 60):.0f} s are left for it"
+            f"[call {args.call}] no GRPO in this call: a batch takes about {batch_s:.0f} s, {left:.0f} s are left for it"
         )
         return 0.0, no_point
     return minutes, no_point
