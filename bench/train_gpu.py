@@ -239,10 +239,10 @@ def grpo_plan(args: argparse.Namespace, point_s: float | None, batch_s: float, n
     """(minutes of GRPO, whether no pass@1 point follows it) for this call: none when not even one batch of `batch_s`
     fits (TRL's first batch always runs whole); when one fits only without the point, GRPO without it (the next
     call's point measures the steps: 2026-12-07's call 1 had 160 s left after its warm-start point and ran none)."""
-    minutes = grpo_minutes(args, point_s, no_point)
-    if not no_point and minutes * 60.0 < batch_s <= grpo_minutes(args, None, True) * 60.0:
+    minutes, without = grpo_minutes(args, point_s, no_point), grpo_minutes(args, None, True)
+    if not no_point and minutes * 60.0 < batch_s <= without * 60.0:
         print(f"[call {args.call}] a GRPO batch (about {batch_s:.0f} s) fits only without a pass@1 point after it")
-        no_point, minutes = True, grpo_minutes(args, None, True)
+        no_point, minutes = True, without
     if minutes * 60.0 < batch_s:
         left = max(0.0, minutes * 60.0)
         print(
@@ -259,9 +259,9 @@ def point_estimate(run: Path, samples: int) -> float | None:
     217 s and the next 121 s (H100, 2026-12-07 morning). Not the median alone, nor with the warm start's small probe:
     the rate fell as the run's verdict cache filled (0.57, 0.31, 0.27, 0.22 s a sample over four points, 2026-12-07
     afternoon) and the median held back up to 116 s more than the point took."""
-    rows = [r for r in read_jsonl(run / "probe_times.jsonl") if r["samples"]]  # no samples: no rate
-    rates = [(r["generate_s"] + r["verify_s"]) / r["samples"] for r in rows if r["samples"] == samples]
-    rates = rates or [(r["generate_s"] + r["verify_s"]) / r["samples"] for r in rows]
+    rows = read_jsonl(run / "probe_times.jsonl")
+    sized = [(r["samples"], (r["generate_s"] + r["verify_s"]) / r["samples"]) for r in rows if r["samples"]]
+    rates = [rate for n, rate in sized if n == samples] or [rate for _, rate in sized]  # no samples: no rate
     return samples * min(statistics.median(rates[-3:]), 1.5 * rates[-1]) if rates else None
 
 
@@ -292,7 +292,7 @@ def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -
         then = "the policy is saved; the next call's point measures it after more steps"
     print(
         f"[call {args.call}] SKIPPED the pass@1 point {label!r}: {samples} samples need about {need:.0f} s at the "
-        f"last probes' median rate, {left:.0f} s are left in this call; {then}",
+        f"last probes' rates, {left:.0f} s are left in this call; {then}",
         flush=True,
     )
     return False

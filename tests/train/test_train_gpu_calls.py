@@ -68,7 +68,7 @@ def test_a_later_call_with_the_warm_start_but_no_curve_goes_on_and_takes_the_poi
 
 def test_a_pass1_point_that_would_outrun_the_call_is_skipped_saying_why(tmp_path, capsys):
     """2026-12-03: call 1's held-out point (256 samples at about 2.2 s each) ran past the device call's limit and
-    the call's state was lost. The point's cost comes from the latest probe's rate per sample."""
+    the call's state was lost. The point's cost comes from the probes' rates per sample (`point_estimate`)."""
 
     train_gpu = _train_gpu()
     run = tmp_path / "run"
