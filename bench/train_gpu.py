@@ -46,8 +46,8 @@ def _left(args: argparse.Namespace) -> float:
     return args.budget_s - (time.monotonic() - STARTED)
 
 
-def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Path | None = None) -> dict:
-    """pass@1 of `policy` (default: the current one) on the held-out split (64 x 4), appended to run/curve.jsonl."""
+def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Path | None = None, greedy=False) -> dict:
+    """pass@1 of `policy` (default: the current one) on the held-out split (64 x 4; `greedy`: 64 x 1) to curve.jsonl."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -64,11 +64,12 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Pa
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=dtype).to(device)
     tasks = splits["test"]
+    samples, temperature = (1, 0.0) if greedy else (cfg.eval.samples, cfg.eval.temperature)
     reward = CoderReward(
         {t.name: t for t in tasks},
         cfg.reward,
         cfg.verifier,
-        cfg.eval.samples,
+        samples,
         cfg.backend,
         VerdictStore(run / "verdicts.sqlite"),
     )
@@ -77,8 +78,8 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Pa
         tok,
         tasks,
         reward,
-        cfg.eval.samples,
-        cfg.eval.temperature,
+        samples,
+        temperature,
         cfg.eval.max_tokens,
         cfg.eval.batch_size,
         seed=step,
@@ -89,7 +90,8 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Pa
     with gzip.open(run / "points.jsonl.gz", "at") as f:
         f.writelines(json.dumps(c) + "\n" for c in kept)
     point = {"label": label, "step": step, **result, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    coder.record_probe_time(run, label, len(tasks) * cfg.eval.samples, result)
+    point.update({"greedy": True} if greedy else {})
+    coder.record_probe_time(run, label, len(tasks) * samples, result)
     with (run / "curve.jsonl").open("a") as f:
         f.write(json.dumps(point) + "\n")
     del model
@@ -191,10 +193,12 @@ def _miniature(args: argparse.Namespace) -> None:
     no_point = args.no_point
     if not any(p["label"] == "warm start" for p in read_jsonl(run / "curve.jsonl")):
         if _point_fits(args, samples, run, "warm start"):
-            print(json.dumps(_probe_point(cfg, run, splits, "warm start", 0, policy=run / "warm_start")), flush=True)
+            _points(args, cfg, run, splits, "warm start", 0, policy=run / "warm_start")
         else:  # a point that did not fit before GRPO does not fit after it: its time goes to steps (2026-12-07's
             no_point = True  # call 1 left 214 s unused, all kept for a point after no GRPO)
-    minutes, no_point = grpo_plan(args, point_estimate(run, samples), batch_estimate(run), no_point)
+    need = point_estimate(run, samples)  # with --greedy-points, and its greedy twin's
+    need = need + (point_estimate(run, len(splits["test"])) or 0.0) if need and args.greedy_points else need
+    minutes, no_point = grpo_plan(args, need, batch_estimate(run), no_point)
     if minutes:
         grpo = dataclasses.replace(cfg.grpo, max_minutes=minutes)
         cfg = dataclasses.replace(cfg, grpo=grpo)
@@ -206,10 +210,18 @@ def _miniature(args: argparse.Namespace) -> None:
         elif _point_fits(args, samples, run, label):
             # the steps are carried out first: a point cut by the device call's limit loses only itself
             carry_out(args, report=False)
-            print(json.dumps(_probe_point(cfg, run, splits, label, step)), flush=True)
+            _points(args, cfg, run, splits, label, step)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
     _report_miniature(args, run)
+
+
+def _points(args: argparse.Namespace, cfg, run: Path, splits: dict, label: str, step: int, policy=None) -> None:
+    """The pass@1 point `label`, then with --greedy-points its greedy twin (`label` + " greedy", one greedy sample a
+    held-out task) where it fits: what sampling costs the policy, which GRPO's sharpening could win."""
+    print(json.dumps(_probe_point(cfg, run, splits, label, step, policy=policy)), flush=True)
+    if args.greedy_points and _point_fits(args, len(splits["test"]), run, f"{label} greedy"):
+        print(json.dumps(_probe_point(cfg, run, splits, f"{label} greedy", step, policy, greedy=True)), flush=True)
 
 
 def miniature_config(args: argparse.Namespace) -> Any:
@@ -298,12 +310,15 @@ def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -
     return False
 
 
-def item1_gains(curve: list[dict]) -> list[dict]:
+def item1_gains(curve: list[dict], greedy: bool = False) -> list[dict]:
     """Each later pass@1 point against the warm start's, paired over tasks, and whether it meets issue 24 item 1:
-    held-out pass@1 up by at least 10 points and beyond its 95% interval (tasks as the unit: the low end above 0)."""
+    held-out pass@1 up by at least 10 points and beyond its 95% interval (tasks as the unit: the low end above 0).
+    Item 1 reads the sampled points; `greedy`: the greedy points (--greedy-points) against the warm start's instead."""
     from kernelzero.train.probe import curve_gains
 
-    return [{**g, "item1_met": g["gain"] >= 0.10 and g["ci"][0] > 0} for g in curve_gains(curve)]
+    rows = [p for p in curve if bool(p.get("greedy")) == greedy]
+    gains = curve_gains(rows, base="warm start greedy" if greedy else "warm start")
+    return [{**g, "item1_met": not greedy and g["gain"] >= 0.10 and g["ci"][0] > 0} for g in gains]
 
 
 # the columns the miniature's report prints: its pass@1 curve, and its GRPO steps with their time split
@@ -323,6 +338,8 @@ def _report_miniature(args: argparse.Namespace, run: Path) -> None:
     shown = [{**g, "ci": [round(c, 3) for c in g["ci"]]} for g in gains]
     print(_table(shown, ["label", "step", "tasks", "before", "after", "gain", "ci", "item1_met"]))
     (out / "miniature_gains.json").write_text(json.dumps(gains, indent=1) + "\n")
+    greedy = [{**g, "ci": [round(c, 3) for c in g["ci"]]} for g in item1_gains(curve, greedy=True)]  # --greedy-points
+    print(_table(greedy, ["label", "tasks", "before", "after", "gain", "ci"]))
     for st in steps:
         bad = sum(n for k, n in st.get("statuses", {}).items() if k in ("format_error", "compile_error"))
         st["broken"] = round(bad / st["samples"], 3) if st.get("samples") else None
@@ -357,6 +374,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="miniature: run and model seed (a second seed: another --run)")
     p.add_argument("--final-eval", action="store_true")
     p.add_argument("--no-point", action="store_true", help="miniature: this call's time to GRPO, no pass@1 point after")
+    p.add_argument("--greedy-points", action="store_true", help="miniature: each pass@1 point also greedy, 1 a task")
     p.add_argument("--from-scratch", action="store_true", help="a later call without call 1's state redoes call 1")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--carry-out", action="store_true", help="miniature: end by writing the run's state into $OUT")

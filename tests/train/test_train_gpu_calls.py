@@ -205,27 +205,32 @@ def test_grpo_runs_only_where_a_batch_fits_and_without_its_point_where_only_that
     assert train_gpu.grpo_plan(args, 196.0, 90.0, True)[1]  # --no-point stays so
 
 
-def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
-    """Each point appends its 4 x 64 samples (task, status, text) to points.jsonl.gz, so a flat curve can be read
-    sample by sample afterwards; the curve's line itself stays small. Real CPU verification of a tiny policy."""
-    import gzip
-
+def _tiny_run(tmp_path: Path, max_tokens: int = 8):
+    """A random tiny policy saved as a run's warm start, two miniature tasks and a CPU config: (config, run, tasks)."""
     from kernelzero.train.config import ModelConfig, load_config
     from kernelzero.train.miniature import make_tasks
     from kernelzero.train.tiny import build_model, build_tokenizer, save_policy
     from kernelzero.types import Task
 
-    train_gpu = _train_gpu()
     run = tmp_path / "run"
     minis = make_tasks(2, seed=0, rows=2, cols=8, max_steps=1)
-    tasks = [Task(name=m.name, source=m.source) for m in minis]
     tok = build_tokenizer([m.source + m.solution for m in minis] * 4, vocab_size=320)
     model = build_model(ModelConfig(vocab_size=320, hidden_size=16, intermediate_size=32, heads=2, kv_heads=1), tok)
     save_policy(model, tok, run / "warm_start")
+    over = {"run_dir": str(run), "device": "cpu", "eval": {"samples": 2, "max_tokens": max_tokens, "batch_size": 4}}
+    cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", over)
+    return cfg, run, [Task(name=m.name, source=m.source) for m in minis]
+
+
+def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
+    """Each point appends its 4 x 64 samples (task, status, text) to points.jsonl.gz, so a flat curve can be read
+    sample by sample afterwards; the curve's line itself stays small. Real CPU verification of a tiny policy."""
+    import gzip
+
+    train_gpu = _train_gpu()
+    cfg, run, tasks = _tiny_run(tmp_path)
     # the policy samples as TRL's GRPO does: no top-k cut (transformers' default would keep the 50 likeliest tokens)
     assert json.loads((run / "warm_start" / "generation_config.json").read_text())["top_k"] == 0
-    over = {"run_dir": str(run), "device": "cpu", "eval": {"samples": 2, "max_tokens": 8, "batch_size": 4}}
-    cfg = load_config(ROOT / "configs" / "tiny-cpu.yaml", over)
     point = train_gpu._probe_point(cfg, run, {"test": tasks}, "warm start", 0)
     assert "completions" not in point and point["tasks"] == 2
     with gzip.open(run / "points.jsonl.gz", "rt") as f:
@@ -235,6 +240,41 @@ def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
     ]
     assert sum(point["statuses"].values()) == 4 and {k["status"] for k in kept} <= set(point["statuses"])
     assert json.loads((run / "curve.jsonl").read_text())["label"] == "warm start"
+
+
+def test_greedy_points_add_a_greedy_twin_to_each_point_that_item_1_leaves_out(tmp_path, capsys):
+    """--greedy-points: after a point (2 samples a task at the eval temperature) its twin, one greedy sample a task,
+    labelled "<label> greedy" and marked greedy: the same text whatever the point's seed (greedy decoding). Without
+    the flag no twin. Item 1 reads the sampled points only; the greedy ones are compared with the warm start's twin.
+    Real CPU verification of a tiny random policy (32 new tokens: a random model's samples all differ)."""
+    import gzip
+
+    train_gpu = _train_gpu()
+    cfg, run, tasks = _tiny_run(tmp_path, max_tokens=32)
+    args = train_gpu.argparse.Namespace(greedy_points=False, budget_s=1e6, call=1)
+    train_gpu._points(args, cfg, run, {"test": tasks}, "warm start", 0)
+    assert [p["label"] for p in train_gpu.read_jsonl(run / "curve.jsonl")] == ["warm start"]
+    args.greedy_points = True
+    train_gpu._points(args, cfg, run, {"test": tasks}, "GRPO call 2", 7)
+    train_gpu._probe_point(cfg, run, {"test": tasks}, "again greedy", 9, greedy=True)
+    curve = train_gpu.read_jsonl(run / "curve.jsonl")
+    assert [(p["label"], p["samples"], p.get("greedy", False)) for p in curve] == [
+        ("warm start", 2, False),
+        ("GRPO call 2", 2, False),
+        ("GRPO call 2 greedy", 1, True),
+        ("again greedy", 1, True),
+    ]
+    assert [r["samples"] for r in train_gpu.read_jsonl(run / "probe_times.jsonl")] == [4, 4, 2, 2]
+    with gzip.open(run / "points.jsonl.gz", "rt") as f:
+        kept = [json.loads(line) for line in f]
+    texts = {label: [k["text"] for k in kept if k["label"] == label] for label in ("GRPO call 2", "again greedy")}
+    assert texts["again greedy"] == [k["text"] for k in kept if k["label"] == "GRPO call 2 greedy"]  # seeds 7 and 9
+    assert len(set(texts["GRPO call 2"])) > 1  # the sampled point's texts differ: the greedy twin is not sampling
+    assert [g["label"] for g in train_gpu.item1_gains(curve)] == ["GRPO call 2"]
+    assert train_gpu.item1_gains(curve, greedy=True) == []  # no greedy twin of the warm start to compare with
+    curve[2]["label"] = "warm start greedy"
+    rows = train_gpu.item1_gains(curve, greedy=True)
+    assert [g["label"] for g in rows] == ["again greedy"] and not rows[0]["item1_met"]
 
 
 def test_set_overrides_the_miniatures_config_and_a_wrong_key_is_refused(tmp_path):

@@ -34,7 +34,8 @@ def sample_completions(
     batch_size: int = 64,
     seed: int = 0,
 ) -> list[tuple[str, int]]:
-    """(text, token count) of `n` samples per prompt, prompt-major; stops at the tokenizer's end token."""
+    """(text, token count) of `n` samples per prompt, prompt-major; stops at the tokenizer's end token.
+    `temperature` 0: greedy decoding (each prompt's likeliest continuation; `n` copies of it)."""
     import torch
 
     device = next(model.parameters()).device
@@ -47,8 +48,7 @@ def sample_completions(
         with torch.no_grad():
             gen = model.generate(
                 **enc,
-                do_sample=True,
-                temperature=temperature,
+                **({"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}),
                 max_new_tokens=max_new_tokens,
                 eos_token_id=tokenizer.eos_token_id,
                 pad_token_id=tokenizer.pad_token_id,
