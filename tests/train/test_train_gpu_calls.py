@@ -242,7 +242,7 @@ def test_a_pass1_point_keeps_its_samples_beside_the_curve(tmp_path):
     assert json.loads((run / "curve.jsonl").read_text())["label"] == "warm start"
 
 
-def test_greedy_points_add_a_greedy_twin_to_each_point_that_item_1_leaves_out(tmp_path, capsys):
+def test_greedy_points_add_a_greedy_twin_to_each_point_that_item_1_leaves_out(tmp_path):
     """--greedy-points: after a point (2 samples a task at the eval temperature) its twin, one greedy sample a task,
     labelled "<label> greedy" and marked greedy: the same text whatever the point's seed (greedy decoding). Without
     the flag no twin. Item 1 reads the sampled points only; the greedy ones are compared with the warm start's twin.
