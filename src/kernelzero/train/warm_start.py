@@ -42,9 +42,9 @@ def sft_examples(
 def encode_examples(
     tokenizer: Any, pairs: Sequence[tuple[list[dict[str, str]], str]], chunk: int = 1024
 ) -> list[tuple[list[int], int]]:
-    """`sft_example` of each (messages, source) pair, tokenized a chunk at a time: the fast tokenizer encodes a batch
-    on every core (4,000 miniature examples: 9.1 s one at a time, 4.1 s in batches on an idle 2-core machine,
-    2026-12-07; a run's 20,000 cost 45 s before)."""
+    """`sft_example` of each (messages, source) pair, tokenized a chunk at a time: one fast-tokenizer call a chunk
+    (4,000 miniature examples: 9.1 s one at a time, 4.1 s in batches on an idle 2-core machine, 2026-12-07; on the
+    H100's host a call with 20,000 spent about 36 s on everything but its warm-start steps and point)."""
     out: list[tuple[list[int], int]] = []
     for start in range(0, len(pairs), chunk):
         part = pairs[start : start + chunk]
