@@ -35,9 +35,9 @@ from typing import Any
 
 # light imports only (no torch, no transformers) before the state check
 from gpu_out import out_dir as _out
-from gpu_out import table as _table
+from miniature_report import report_miniature
 
-from kernelzero.train.report import first_draw_curve, read_jsonl, redrawn_gain
+from kernelzero.train.report import read_jsonl
 
 STARTED = time.monotonic()
 
@@ -213,7 +213,7 @@ def _miniature(args: argparse.Namespace) -> None:
             _points(args, cfg, run, splits, label, step)
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
-    _report_miniature(args, run)
+    report_miniature(args, run)
 
 
 def _points(args: argparse.Namespace, cfg, run: Path, splits: dict, label: str, step: int, policy=None) -> None:
@@ -308,60 +308,6 @@ def _point_fits(args: argparse.Namespace, samples: int, run: Path, label: str) -
         flush=True,
     )
     return False
-
-
-def item1_gains(curve: list[dict], greedy: bool = False) -> list[dict]:
-    """Each later pass@1 point against the warm start's, paired over tasks, and whether it meets issue 24 item 1:
-    held-out pass@1 up by at least 10 points and beyond its 95% interval (tasks as the unit: the low end above 0).
-    Item 1 reads the sampled points; `greedy`: the greedy points (--greedy-points) against the warm start's instead."""
-    from kernelzero.train.probe import curve_gains
-
-    rows = [p for p in curve if bool(p.get("greedy")) == greedy]
-    gains = curve_gains(rows, base="warm start greedy" if greedy else "warm start")
-    return [{**g, "item1_met": not greedy and g["gain"] >= 0.10 and g["ci"][0] > 0} for g in gains]
-
-
-# the columns the miniature's report prints: its pass@1 curve, and its GRPO steps with their time split
-CURVE_KEYS = "label step pass1 tasks_solved reward_mean gate_open_share mean_tokens generate_s verify_s".split()
-STEP_KEYS = (
-    "step batch_step correct_rate reward_mean gate_open_share groups_with_signal geomean_speedup completion_tokens "
-    "broken time_generate_s time_verify_s time_update_s entropy kl anchor_nll"
-).split()  # broken: the share of a batch that did not parse or compile (the collapse of 2026-12-06)
-
-
-def _report_miniature(args: argparse.Namespace, run: Path) -> None:
-    out = _out(args)
-    curve = read_jsonl(run / "curve.jsonl")
-    steps = read_jsonl(run / "steps.jsonl")
-    print(_table(curve, CURVE_KEYS))
-    gains = item1_gains(curve)
-    shown = [{**g, "ci": [round(c, 3) for c in g["ci"]]} for g in gains]
-    print(_table(shown, ["label", "step", "tasks", "before", "after", "gain", "ci", "item1_met"]))
-    (out / "miniature_gains.json").write_text(json.dumps(gains, indent=1) + "\n")
-    greedy = [{**g, "ci": [round(c, 3) for c in g["ci"]]} for g in item1_gains(curve, greedy=True)]  # --greedy-points
-    print(_table(greedy, ["label", "tasks", "before", "after", "gain", "ci"]))
-    for st in steps:
-        bad = sum(n for k, n in st.get("statuses", {}).items() if k in ("format_error", "compile_error"))
-        st["broken"] = round(bad / st["samples"], 3) if st.get("samples") else None
-    print(_table(steps, STEP_KEYS))
-    print(f"training tasks drawn again, first draw against latest: {redrawn_gain(steps)}")
-    fresh = [{**r, "ci": [round(c, 3) for c in r["ci"]]} for r in first_draw_curve(steps)]  # _table rounds floats
-    print(_table(fresh, ["steps", "tasks", "correct", "ci"]))  # unseen GRPO tasks: learning in general, not recall
-    warm = run / "warm_start.jsonl"
-    files = {
-        "curve.jsonl": run / "curve.jsonl",
-        "steps.jsonl": run / "steps.jsonl",
-        "warm_start.jsonl": warm,
-        "run.json": run / "run.json",
-    }
-    for name, path in files.items():
-        if path.exists():
-            (out / f"miniature_{name}").write_text(path.read_text())
-    if (run / "points.jsonl.gz").exists():  # the pass@1 points' samples: task, label, status, text
-        (out / "miniature_points.jsonl.gz").write_bytes((run / "points.jsonl.gz").read_bytes())
-    from kernelzero.train.report import write_train_report
-
-    (out / "miniature_report.md").write_text(write_train_report(run).read_text())
 
 
 def main() -> None:

@@ -48,13 +48,19 @@ def test_call_3_finds_call_1_state(tmp_path):
     assert train_gpu.miniature_state(args)
 
 
-def _train_gpu():
+def _bench(name: str):
+    """The bench/ module `name` (bench/ is a folder of scripts, not a package)."""
+    import importlib
+
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        import train_gpu
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    return train_gpu
+
+
+def _train_gpu():
+    return _bench("train_gpu")
 
 
 def test_a_later_call_with_the_warm_start_but_no_curve_goes_on_and_takes_the_point_first(tmp_path):
@@ -101,7 +107,7 @@ def test_a_pass1_point_that_would_outrun_the_call_is_skipped_saying_why(tmp_path
 
 def test_the_report_compares_each_point_with_the_warm_start_pairwise_and_says_whether_item_1_holds():
     """Issue 24 item 1: held-out pass@1 up by at least 10 points and beyond its 95% interval, tasks as the unit."""
-    train_gpu = _train_gpu()
+    report = _bench("miniature_report")
     tasks = [f"t{i}" for i in range(64)]
     warm = {t: 0.25 * (i % 2) for i, t in enumerate(tasks)}  # pass@1 0.125
     small = {t: p + (0.25 if i < 16 else 0.0) for i, (t, p) in enumerate(warm.items())}  # +0.0625
@@ -114,13 +120,35 @@ def test_the_report_compares_each_point_with_the_warm_start_pairwise_and_says_wh
         {"label": "GRPO call 2", "step": 8, "per_task": large},
         {"label": "GRPO call 3", "step": 12, "per_task": noise},
     ]
-    rows = {r["label"]: r for r in train_gpu.item1_gains(curve)}
+    rows = {r["label"]: r for r in report.item1_gains(curve)}
     assert list(rows) == ["GRPO call 1", "GRPO call 2", "GRPO call 3"]
     assert rows["GRPO call 1"]["gain"] == 0.0625 and rows["GRPO call 1"]["ci"][0] > 0
     assert not rows["GRPO call 1"]["item1_met"]  # beyond its interval, but under 10 points
     assert rows["GRPO call 2"]["gain"] == 0.1875 and rows["GRPO call 2"]["item1_met"]
     assert rows["GRPO call 3"]["ci"][0] <= 0 and not rows["GRPO call 3"]["item1_met"]
-    assert train_gpu.item1_gains(curve[1:]) == []  # no warm-start point, nothing to compare with
+    assert report.item1_gains(curve[1:]) == []  # no warm-start point, nothing to compare with
+
+
+def test_the_sampling_gap_pairs_each_sampled_point_with_its_own_greedy_twin_only():
+    """The gap (greedy minus sampled pass@1) is what sharpening could still win: 2026-12-07's three warm starts had
+    0.086, 0.035 and 0.004. A point pairs with the twin of its own label, the latest if measured again; a point
+    without a twin, a twin without its point, and a greedy row are no rows of their own."""
+    report = _bench("miniature_report")
+    curve = [
+        {"label": "warm start", "step": 0, "pass1": 0.148},
+        {"label": "warm start greedy", "step": 0, "pass1": 0.2, "greedy": True},
+        {"label": "warm start greedy", "step": 0, "pass1": 0.234, "greedy": True},  # measured again: the latest
+        {"label": "GRPO call 2", "step": 20, "pass1": 0.25},  # no twin (it did not fit)
+        {"label": "GRPO call 3", "step": 28, "pass1": 0.3},
+        {"label": "GRPO call 3 greedy", "step": 28, "pass1": 0.28, "greedy": True},  # greedy below sampled
+        {"label": "lost greedy", "step": 30, "pass1": 0.5, "greedy": True},  # its sampled point is missing
+        {"label": "GRPO call 3 greedy", "step": 28, "pass1": None},  # not marked greedy: a sampled point, no twin
+    ]
+    rows = report.sampling_gaps(curve)
+    assert [(r["label"], r["sampled"], r["greedy"], r["gap"]) for r in rows] == [
+        ("warm start", 0.148, 0.234, 0.086),
+        ("GRPO call 3", 0.3, 0.28, -0.02),
+    ]
 
 
 def test_a_point_is_estimated_from_the_probes_of_its_size_at_their_median_rate_or_one_and_a_half_the_latest(tmp_path):
@@ -270,10 +298,12 @@ def test_greedy_points_add_a_greedy_twin_to_each_point_that_item_1_leaves_out(tm
     texts = {label: [k["text"] for k in kept if k["label"] == label] for label in ("GRPO call 2", "again greedy")}
     assert texts["again greedy"] == [k["text"] for k in kept if k["label"] == "GRPO call 2 greedy"]  # seeds 7 and 9
     assert len(set(texts["GRPO call 2"])) > 1  # the sampled point's texts differ: the greedy twin is not sampling
-    assert [g["label"] for g in train_gpu.item1_gains(curve)] == ["GRPO call 2"]
-    assert train_gpu.item1_gains(curve, greedy=True) == []  # no greedy twin of the warm start to compare with
+    report = _bench("miniature_report")
+    assert [g["label"] for g in report.item1_gains(curve)] == ["GRPO call 2"]
+    assert report.item1_gains(curve, greedy=True) == []  # no greedy twin of the warm start to compare with
+    assert [(g["label"], g["greedy"]) for g in report.sampling_gaps(curve)] == [("GRPO call 2", curve[2]["pass1"])]
     curve[2]["label"] = "warm start greedy"
-    rows = train_gpu.item1_gains(curve, greedy=True)
+    rows = report.item1_gains(curve, greedy=True)
     assert [g["label"] for g in rows] == ["again greedy"] and not rows[0]["item1_met"]
 
 
