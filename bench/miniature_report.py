@@ -19,7 +19,7 @@ from pathlib import Path
 from gpu_out import out_dir as _out
 from gpu_out import table as _table
 
-from kernelzero.train.report import first_draw_curve, read_jsonl, redrawn_gain
+from kernelzero.train.report import first_draw_curve, read_jsonl, redrawn_gain, write_train_report
 
 # the columns the miniature's report prints: its pass@1 curve, and its GRPO steps with their time split
 CURVE_KEYS = "label step pass1 tasks_solved reward_mean gate_open_share mean_tokens generate_s verify_s".split()
@@ -89,6 +89,4 @@ def _copy_files(out: Path, run: Path) -> None:
             (out / f"miniature_{name}").write_text((run / name).read_text())
     if (run / "points.jsonl.gz").exists():  # the pass@1 points' samples: task, label, status, text
         (out / "miniature_points.jsonl.gz").write_bytes((run / "points.jsonl.gz").read_bytes())
-    from kernelzero.train.report import write_train_report
-
     (out / "miniature_report.md").write_text(write_train_report(run).read_text())

@@ -35,7 +35,7 @@ from typing import Any
 
 # light imports only (no torch, no transformers) before the state check
 from gpu_out import out_dir as _out
-from miniature_report import report_miniature
+from miniature_report import GREEDY, report_miniature
 
 from kernelzero.train.report import read_jsonl
 
@@ -90,7 +90,8 @@ def _probe_point(cfg, run: Path, splits: dict, label: str, step: int, policy: Pa
     with gzip.open(run / "points.jsonl.gz", "at") as f:
         f.writelines(json.dumps(c) + "\n" for c in kept)
     point = {"label": label, "step": step, **result, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    point.update({"greedy": True} if greedy else {})
+    if greedy:
+        point["greedy"] = True
     coder.record_probe_time(run, label, len(tasks) * samples, result)
     with (run / "curve.jsonl").open("a") as f:
         f.write(json.dumps(point) + "\n")
@@ -220,8 +221,8 @@ def _points(args: argparse.Namespace, cfg, run: Path, splits: dict, label: str, 
     """The pass@1 point `label`, then with --greedy-points its greedy twin (`label` + " greedy", one greedy sample a
     held-out task) where it fits: what sampling costs the policy, which GRPO's sharpening could win."""
     print(json.dumps(_probe_point(cfg, run, splits, label, step, policy=policy)), flush=True)
-    if args.greedy_points and _point_fits(args, len(splits["test"]), run, f"{label} greedy"):
-        print(json.dumps(_probe_point(cfg, run, splits, f"{label} greedy", step, policy, greedy=True)), flush=True)
+    if args.greedy_points and _point_fits(args, len(splits["test"]), run, label + GREEDY):
+        print(json.dumps(_probe_point(cfg, run, splits, label + GREEDY, step, policy, greedy=True)), flush=True)
 
 
 def miniature_config(args: argparse.Namespace) -> Any:
