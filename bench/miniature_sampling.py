@@ -2,6 +2,7 @@
 
     python bench/miniature_sampling.py --policy runs/miniature-export --split test --temps 0 0.5 1.0 --samples 1 2 2
     python bench/miniature_sampling.py --policy runs/miniature-export --split sft --temps 0 --samples 1
+    python bench/miniature_sampling.py --policy runs/miniature-i-cpu --against runs/miniature-i24-cpu --split test
 
 For each temperature (0: greedy) the policy (a folder with `policy/` and `tasks/`, as `bench/miniature_export.py
 --unpack` writes it) writes `--samples` completions for each of the first `--tasks` tasks of a split, with Hugging
@@ -9,7 +10,9 @@ Face `generate` in float32 on CPU, and prints the share whose code is its task's
 (`bench/miniature_failures.classify`: "same as the solution"), a proxy for correct that needs no GPU (on the GPU's
 held-out points of 2026-12-06, 106 of 123 correct samples were such, and every such sample was correct). `sft` and
 `rl` are regenerated from configs/tiny-gpu.yaml's `tasks` section when the folder has no file for them; `test` and
-`rl` come from the folder. bench/train.md (twenty-seventh session) has what it measured.
+`rl` come from the folder. `--against OTHER` sets the policy beside another one greedily, task by task (greedy
+decoding is deterministic, so the tasks pair): how many each solves alone and both. bench/train.md (twenty-seventh
+and thirty-seventh sessions) has what it measured.
 """
 
 from __future__ import annotations
@@ -70,6 +73,18 @@ def exact_share(model, tok, tasks, solutions, temperature: float, samples: int, 
     return sum(hits), len(hits)
 
 
+def paired(first: dict[str, bool], second: dict[str, bool]) -> dict[str, int]:
+    """Greedy exact hits of two policies on the same tasks (name -> hit): tasks solved by the first only, by the
+    second only, and by both (the counts a sign or McNemar test reads); the task names must match."""
+    if first.keys() != second.keys():
+        raise ValueError(f"the two policies were drawn on different tasks ({len(first)} and {len(second)})")
+    return {
+        "first only": sum(first[k] and not second[k] for k in first),
+        "second only": sum(second[k] and not first[k] for k in first),
+        "both": sum(first[k] and second[k] for k in first),
+    }
+
+
 def class_table(drawn, solutions: dict[str, str]) -> str:
     """A markdown table of the drawn samples by their task's reduction: how many, and of each
     `miniature_failures.classify` class (a wrong reduction or mask is "reduction or mask")."""
@@ -106,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--samples", type=int, nargs="+", default=None, help="one per temperature (default 1 each)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--classes", action="store_true", help="a table of each reduction's samples by failure class")
+    p.add_argument("--against", type=Path, default=None, help="another policy folder: greedy hits task by task")
     args = p.parse_args(argv)
     samples = args.samples or [1] * len(args.temps)
     if len(samples) != len(args.temps) or min(samples) < 1 or min(args.temps) < 0:
@@ -117,9 +133,18 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     tasks, solutions = split_tasks(args.policy, args.split, args.tasks, args.config)
-    tok = AutoTokenizer.from_pretrained(args.policy / "policy")
-    tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(args.policy / "policy", dtype=torch.float32).eval()
+
+    def load(folder: Path):
+        tok = AutoTokenizer.from_pretrained(folder / "policy")
+        tok.padding_side = "left"
+        return AutoModelForCausalLM.from_pretrained(folder / "policy", dtype=torch.float32).eval(), tok
+
+    model, tok = load(args.policy)
+    if args.against is not None:
+        other = load(args.against)
+        hits = [{t.name: hit for t, _, hit in draw(m, k, tasks, solutions, 0.0, 1)} for m, k in ((model, tok), other)]
+        print(f"{args.split} x{len(tasks)}, greedy: {args.policy} against {args.against}: {paired(*hits)}")
+        return
     for temperature, k in zip(args.temps, samples):
         began = time.time()
         if args.classes:

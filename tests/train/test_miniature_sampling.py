@@ -28,3 +28,12 @@ def test_samples_must_match_the_temperatures():
         bench.main(["--temps", "0", "1", "--samples", "1"])
     with pytest.raises(SystemExit):
         bench.main(["--temps", "-1"])
+
+
+def test_two_policies_pair_by_task():
+    """--against: the tasks each policy solves alone and both, from greedy hits on the same tasks."""
+    first = {"a": True, "b": True, "c": False, "d": True}
+    second = {"a": False, "b": True, "c": True, "d": False}
+    assert bench.paired(first, second) == {"first only": 2, "second only": 1, "both": 1}
+    with pytest.raises(ValueError, match="different tasks"):
+        bench.paired(first, {"a": True})
