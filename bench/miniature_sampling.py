@@ -11,7 +11,8 @@ Face `generate` in float32 on CPU, and prints the share whose code is its task's
 held-out points of 2026-12-06, 106 of 123 correct samples were such, and every such sample was correct). `sft` and
 `rl` are regenerated from configs/tiny-gpu.yaml's `tasks` section when the folder has no file for them; `test` and
 `rl` come from the folder. `--against OTHER` sets the policy beside another one greedily, task by task (greedy
-decoding is deterministic, so the tasks pair): how many each solves alone and both. bench/train.md (twenty-seventh
+decoding is deterministic, so the tasks pair): how many each solves alone and both, and the second's change in
+exact share with its interval over tasks (`metrics.paired_gain`, as the GPU points are compared). bench/train.md (twenty-seventh
 and thirty-seventh sessions) has what it measured.
 """
 
@@ -130,6 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from kernelzero.metrics import paired_gain
+
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     tasks, solutions = split_tasks(args.policy, args.split, args.tasks, args.config)
@@ -143,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.against is not None:
         other = load(args.against)
         hits = [{t.name: hit for t, _, hit in draw(m, k, tasks, solutions, 0.0, 1)} for m, k in ((model, tok), other)]
-        print(f"{args.split} x{len(tasks)}, greedy: {args.policy} against {args.against}: {paired(*hits)}")
+        gain = paired_gain(*({k: float(v) for k, v in h.items()} for h in hits))  # the second's change, CI over tasks
+        print(f"{args.split} x{len(tasks)}, greedy: {args.policy} against {args.against}: {paired(*hits)}, {gain}")
         return
     for temperature, k in zip(args.temps, samples):
         began = time.time()
