@@ -704,7 +704,7 @@ def test_work_seen_outliving_the_stream_once_is_timed_again_and_refused_only_whe
     said, cap = retime_reason(first, timing(0.04), False)
     assert said.startswith(f"refused ({ESCAPED}") and cap == float("inf")
     assert retime_reason(first, timing(0.04), True) == ("", float("inf"))  # confirming: never again
-    other = Verdict("tampered", "t", "h", "c", "triton", "events", "cuda", "timing", "the reference ran slower")
+    other = Verdict("tampered", "t", "h", "c", "triton", "events", "cuda", "timing", "a reply not the worker's")
     assert retime_reason(other, timing(0.0), False)[0] == ""  # other refusals stand
     confirmed = ts._checked(judge(), timing(0.0), "median", False)
     assert retime_reason(confirmed, timing(0.0), False)[0] == ""  # nothing to retime
@@ -719,3 +719,46 @@ def test_work_seen_outliving_the_stream_once_is_timed_again_and_refused_only_whe
             assert note.startswith(f"a first timing was refused ({ESCAPED}") and "timed again: confirmed" in note
         else:
             assert isinstance(again, Verdict) and again.status == kept and again.message.startswith(ESCAPED)
+
+
+def test_a_reference_slowed_once_is_timed_again_and_tampered_only_when_slowed_again(monkeypatch):
+    """`retime_reason` and `sabotage`: the miniature's run of 2026-12-06 lost a correct sample's reward to a 19 us
+    launch-bound reference timed at 0.0878 ms a call beside it (0.0190 ms alone) while seven other judges compiled on
+    the same cores. A slowed reference is timed once more and the second timing decides on its own: work the candidate
+    leaves on the GPU slows it in both (`tampered`), host load in one only (the second timing is credited)."""
+    from types import SimpleNamespace
+
+    from kernelzero.types import Verdict
+    from kernelzero.verify.judge import timing_stage as ts
+    from kernelzero.verify.judge.timing_checks import SLOWED, retime_reason
+
+    def sides(ref_ms: float) -> dict:
+        over = [0.20, 0.21, 0.19, 0.20, 0.22, 0.20]
+        return {
+            "ref": {"times": [ref_ms] * 30, "held": [ref_ms] * 30, "overheads": over},
+            "cand": {"times": [0.01] * 30, "held": [0.01] * 30, "overheads": over},
+        }
+
+    def judge() -> SimpleNamespace:
+        return SimpleNamespace(
+            notes=[], stage_s={}, solo_ref=timing(0.0190, 0.0188, 0.0192), timed=lambda stage, start: None,
+            verdict=lambda status, stage, message, **kw: Verdict(status, "t", "h", "c", "triton", "events", "cuda",
+                                                                 stage, message),
+        )  # fmt: skip
+
+    first = ts._checked(judge(), sides(0.0878), "median", False)
+    assert isinstance(first, Verdict) and first.status == "tampered" and first.message.startswith(SLOWED)
+    said, cap = retime_reason(first, sides(0.0878), False)
+    assert said.startswith(f"refused ({SLOWED}") and cap == float("inf")
+    assert retime_reason(first, sides(0.0878), True) == ("", float("inf"))  # confirming: never again
+    for ref_ms, kept in ((0.0195, "correct"), (0.0878, "tampered")):
+        monkeypatch.setattr(ts, "interleaved", lambda *args, r=ref_ms, **kw: sides(r))
+        j = judge()
+        again = ts.clock_again(j, None, False, "median", said, cap)
+        if kept == "correct":
+            _, checked = again
+            assert checked[2] == pytest.approx(1.95) and checked[4].startswith("confirmed")
+            (note,) = j.notes
+            assert note.startswith(f"a first timing was refused ({SLOWED}") and "timed again: confirmed" in note
+        else:
+            assert isinstance(again, Verdict) and again.status == kept and again.message.startswith(SLOWED)

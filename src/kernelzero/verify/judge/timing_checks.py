@@ -24,6 +24,7 @@ ESCAPE_SHARE = 0.15  # or by this share of its held time, whichever is larger (s
 ESCAPED = "the candidate's work outlived its timed stream"  # `escaped_work`'s words, which `retime_reason` looks for
 SABOTAGE_TOLERANCE = 0.10  # the interleaved reference may be this much slower than alone (or 2x its spread)
 SABOTAGE_FLOOR_MS = 0.03  # and this much more per call in any case (host noise on launch-bound calls, `sabotage`)
+SLOWED = "the reference ran"  # `sabotage`'s words, which `retime_reason` looks for
 
 
 def block_overhead(judge_ms: float, times: list[float], untimed: int) -> float:
@@ -135,7 +136,7 @@ def sabotage(solo: Timing | None, beside: Timing) -> str:
         return ""
     slower = beside.median_ms / solo.median_ms - 1
     return (
-        f"the reference ran {slower:.0%} slower beside the candidate than alone ({beside.median_ms:.4f} vs "
+        f"{SLOWED} {slower:.0%} slower beside the candidate than alone ({beside.median_ms:.4f} vs "
         f"{solo.median_ms:.4f} ms): work the candidate left on the GPU slows the baseline"
     )
 
@@ -199,16 +200,20 @@ def escaped_work(sides: dict) -> str:
 
 def retime_reason(checked: Verdict | tuple, sides: dict, confirming: bool) -> tuple[str, float]:
     """(why a timing is taken once more by `timing_stage.clock_again`, the most the second may be charged a call), or
-    ('', inf): a clock correction (charged at most the first timing's excess), or work seen outliving the timed
-    stream (`escaped_work`). Work a candidate hides shows in every timing; host load often stretches one only: in the
-    H100 panel at e2fe471 (2026-12-05) an honest 49 us Triton GELU in a loaded pool was refused for 30.8 us a call
-    past its end events against the reference's 10.4 us, where its other runs showed none. The second timing is
-    judged on its own, so a candidate gains nothing by behaving in one of them only. Not in a confirming run."""
+    ('', inf): a clock correction (charged at most the first timing's excess), work seen outliving the timed stream
+    (`escaped_work`), or a reference slower beside the candidate than alone (`sabotage`). Work a candidate hides or
+    leaves on the GPU shows in every timing; host load often stretches one only: in the H100 panel at e2fe471
+    (2026-12-05) an honest 49 us Triton GELU in a loaded pool was refused for 30.8 us a call past its end events
+    against the reference's 10.4 us, where its other runs showed none; in the miniature's run of 2026-12-06 a correct
+    sample was `tampered` for a 19 us launch-bound reference at 0.0878 ms a call beside it (0.0190 ms alone) while
+    seven other judges compiled on the same cores. The second timing is judged on its own, so a candidate gains
+    nothing by behaving in one of them only. Not in a confirming run."""
     if confirming:
         return "", math.inf
     if isinstance(checked, Verdict):
         escaped = checked.status == "unconfirmed_speedup" and checked.message.startswith(ESCAPED)
-        return (f"refused ({checked.message})", math.inf) if escaped else ("", math.inf)
+        slowed = checked.status == "tampered" and checked.message.startswith(SLOWED)
+        return (f"refused ({checked.message})", math.inf) if escaped or slowed else ("", math.inf)
     return (checked[4], check_clock(sides)[0]) if checked[4].startswith("corrected") else ("", math.inf)
 
 

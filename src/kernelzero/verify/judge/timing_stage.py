@@ -36,7 +36,8 @@ correct candidates reach this stage, and only while their judge holds the GPU al
   the two exceeds the reference's gap, in a second timing too, is `unconfirmed_speedup` (`escaped_work`,
   `retime_reason`): a kernel left running on an unjoined stream is credited with its launch alone by the events.
 - **Baseline sabotage.** The reference is also timed alone, before any candidate code runs (`solo_reference`, cached
-  per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise is `tampered`.
+  per GPU in `baselines_dir`); an interleaved reference slower than that beyond the noise, in a second timing too
+  (host load stretches one timing, work left on the GPU every one: `retime_reason`), is `tampered`.
 """
 
 from __future__ import annotations
@@ -319,9 +320,9 @@ def timed_comparison(judge: Judge, worker: WorkerProcess) -> Verdict:
 def clock_again(
     judge: Judge, worker: WorkerProcess, host_check: bool, statistic: str, said: str, charged: float = math.inf
 ) -> Verdict | tuple:
-    """A timing the clock corrected (`said`, by `charged` ms a call) or refused for escaped work (`retime_reason`),
-    timed once more: (its sides, its `_checked` numbers), or that timing's verdict. The second is kept, confirmed or
-    corrected by at most `charged`. Time hidden from the events shows in every timing; host load that stretched an
+    """A timing the clock corrected (`said`, by `charged` ms a call) or refused (`retime_reason`) timed once more: (its
+    sides, its `_checked` numbers), or that timing's verdict. The second is kept, confirmed or corrected by at most
+    `charged`. Time hidden from the events shows in every timing; host load that stretched an
     honest one's blocks often does not (H200 gate at d8f36e9, 2026-12-04: an honest GEMM corrected by 518 us a call
     in one run, confirmed in its other), and where it stretched both (H100 panel at 3fc765e: 248-471 us a call beside
     two other verifications) the lesser excess is the nearer to the candidate's own time."""
@@ -396,5 +397,4 @@ def recurring_input_check(judge: Judge, worker: WorkerProcess, host_check: bool,
 def _compiled_reference(judge: Judge, host_check: bool) -> Timing | None:
     sets = _draw(judge, judge.opts.warmup_calls + judge.opts.timed_calls)
     times, _ = judge.ref.time(sets, judge.opts.warmup_calls, host_check, judge.opts.build_timeout_s, compiled=True)
-
     return summarise(times)
