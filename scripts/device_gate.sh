@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call of the GPU gate, as the `device` tool runs it: carry [".gpu"], timeout_s 600.
+# One device call of the GPU gate, as the `device` tool runs it: carry [".gpu"], timeout_s 600 (or, where .gpu/ holds
+# the miniature's states too, carry [".gpu/wheels", ".gpu/tools", ".gpu/kernelbench.jsonl"]: a call carries 64 MiB).
 #   bash scripts/device_gate.sh COMMIT [RESUME_TABLE]
 # Prepare here first (network): `bash scripts/gpu_wheels.sh` (the wheels into .gpu/wheels) and
 # `cp ../shared/data/kernelbench.jsonl .gpu/` (for the panel and the benches; .gpu is ignored by git).
