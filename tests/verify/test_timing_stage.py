@@ -708,17 +708,27 @@ def test_work_seen_outliving_the_stream_once_is_timed_again_and_refused_only_whe
     assert retime_reason(other, timing(0.0), False)[0] == ""  # other refusals stand
     confirmed = ts._checked(judge(), timing(0.0), "median", False)
     assert retime_reason(confirmed, timing(0.0), False)[0] == ""  # nothing to retime
-    for gap, kept in ((0.0, "correct"), (0.04, "unconfirmed_speedup")):
-        monkeypatch.setattr(ts, "interleaved", lambda *args, g=gap, **kw: timing(g))
+    _second_timing_decides(monkeypatch, judge, (timing(0.0), 8.0), (timing(0.04), "unconfirmed_speedup"), said, ESCAPED)
+
+
+def _second_timing_decides(monkeypatch, judge, honest: tuple, again_bad: tuple, said: str, words: str) -> None:
+    """A timing refused for `words` and timed once more (`clock_again`): an honest second timing (its sides, the
+    speedup it must credit) is kept, with a note naming the refusal; a second one as bad as the first (its sides, the
+    status) is refused again with the same words."""
+    from kernelzero.types import Verdict
+    from kernelzero.verify.judge import timing_stage as ts
+
+    for second, expect in (honest, again_bad):
+        monkeypatch.setattr(ts, "interleaved", lambda *args, got=second, **kw: got)
         j = judge()
-        again = ts.clock_again(j, None, False, "median", said, cap)
-        if kept == "correct":
-            sides, checked = again
-            assert checked[2] == pytest.approx(8.0) and checked[4].startswith("confirmed")
+        again = ts.clock_again(j, None, False, "median", said)
+        if isinstance(expect, float):
+            _, checked = again
+            assert checked[2] == pytest.approx(expect) and checked[4].startswith("confirmed")
             (note,) = j.notes
-            assert note.startswith(f"a first timing was refused ({ESCAPED}") and "timed again: confirmed" in note
+            assert note.startswith(f"a first timing was refused ({words}") and "timed again: confirmed" in note
         else:
-            assert isinstance(again, Verdict) and again.status == kept and again.message.startswith(ESCAPED)
+            assert isinstance(again, Verdict) and again.status == expect and again.message.startswith(words)
 
 
 def test_a_reference_slowed_once_is_timed_again_and_tampered_only_when_slowed_again(monkeypatch):
@@ -751,14 +761,4 @@ def test_a_reference_slowed_once_is_timed_again_and_tampered_only_when_slowed_ag
     said, cap = retime_reason(first, sides(0.0878), False)
     assert said.startswith(f"refused ({SLOWED}") and cap == float("inf")
     assert retime_reason(first, sides(0.0878), True) == ("", float("inf"))  # confirming: never again
-    for ref_ms, kept in ((0.0195, "correct"), (0.0878, "tampered")):
-        monkeypatch.setattr(ts, "interleaved", lambda *args, r=ref_ms, **kw: sides(r))
-        j = judge()
-        again = ts.clock_again(j, None, False, "median", said, cap)
-        if kept == "correct":
-            _, checked = again
-            assert checked[2] == pytest.approx(1.95) and checked[4].startswith("confirmed")
-            (note,) = j.notes
-            assert note.startswith(f"a first timing was refused ({SLOWED}") and "timed again: confirmed" in note
-        else:
-            assert isinstance(again, Verdict) and again.status == kept and again.message.startswith(SLOWED)
+    _second_timing_decides(monkeypatch, judge, (sides(0.0195), 1.95), (sides(0.0878), "tampered"), said, SLOWED)
