@@ -206,6 +206,9 @@ def _miniature(args: argparse.Namespace) -> None:
         final = coder.run_grpo(cfg, run, start, splits)
         step = int((final / "step.txt").read_text())
         label = f"GRPO call {args.call}"
+        if no_point and drift_stop(run, step):  # the drift stop ended GRPO early: its point now, not in a later call
+            print(f"[call {args.call}] GRPO stopped at step {step} ({drift_stop(run, step)}): its point follows")
+            no_point = False
         if no_point:
             print(f"[call {args.call}] no pass@1 point after this call's GRPO (its time went to steps)")
         elif _point_fits(args, samples, run, label):
@@ -215,6 +218,12 @@ def _miniature(args: argparse.Namespace) -> None:
     if args.final_eval and _left(args) > 150 and (run / "policy" / "step.txt").exists():
         coder.evaluate(cfg, run, run / "policy", f"step-{(run / 'policy' / 'step.txt').read_text().strip()}")
     report_miniature(args, run)
+
+
+def drift_stop(run: Path, step: int) -> str:
+    """Why GRPO stopped at `step`, when the drift stop (`grpo.stop_format_share`, train/logs.py) stopped it ('' when
+    it did not): that step's line in steps.jsonl says so."""
+    return next((r.get("stopped", "") for r in read_jsonl(run / "steps.jsonl") if r.get("step") == step), "")
 
 
 def _points(args: argparse.Namespace, cfg, run: Path, splits: dict, label: str, step: int, policy=None) -> None:

@@ -201,6 +201,7 @@ def test_run_folder_refuses_another_configuration(tmp_path):
         ({"proposer": {"reward": {"band": [0.8, 0.2]}}}, "band must be"),
         ({"proposer": {"solve": {"sampels": 3}}}, r"unknown key\(s\) \['sampels'\]"),
         ({"coevolution": {"rounds": 0}}, "rounds must be >= 1"),
+        ({"proposer": {"grpo": {"stop_format_share": 0.2}}}, "stop_format_share: the Coder's drift stop"),
         ({"coevolution": {"coder_warm_start": False}}, "coder_warm_templates: warm start off"),
         ({"proposer": {"admission": {"benchmark_index": "no/such/kernelbench.jsonl"}}}, "benchmark_index: no/such"),
         ({"proposer": {"admission": {"benchmark_index": None}}}, "benchmark_dedup: false to run without"),

@@ -48,6 +48,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("grpo:\n  num_iterations: 0\n", "num_iterations >= 1"),
         ("grpo:\n  num_iterations: 4\n  save_steps: 6\n", "save_steps a multiple of num_iterations"),
         ("grpo:\n  loss_type: ppo\n", "grpo.loss_type must be one of"),
+        ("grpo:\n  stop_format_share: 1.0\n", r"stop_format_share must lie in \[0, 1\)"),
         ("verifier:\n  via: http\n", "needs verifier.url"),
         ("verifier:\n  standby: -1\n", "standby >= 0"),
         ("verifier:\n  serves: 0\n", "verifier.serves"),
@@ -274,3 +275,22 @@ def test_splits_are_random_samples_of_one_draw_not_its_order(disjoint):
     assert max(mean_steps.values()) - min(mean_steps.values()) < 0.25, mean_steps
     assert max(short.values()) - min(short.values()) < 0.12, short
     assert draw_splits(cfg) == splits  # seeded
+
+
+def test_a_resumed_run_may_change_how_long_it_trains_and_when_it_stops_but_not_how(tmp_path):
+    """`coder._check_run_json`: a later call of a run may set other `grpo.steps`, `max_minutes` and
+    `stop_format_share` (the drift stop added to a run already under way, as on 2026-12-07), not another learning
+    rate; a run.json written before a key existed (None there) takes the new key's value too."""
+    pytest.importorskip("trl")
+    from kernelzero.train import coder
+
+    base = {"run_dir": str(tmp_path)}
+    coder._check_run_json(load_config(ROOT / "configs" / "tiny-cpu.yaml", base), tmp_path)
+    later = {**base, "grpo": {"steps": 7, "max_minutes": 2.0, "stop_format_share": 0.12}}
+    coder._check_run_json(load_config(ROOT / "configs" / "tiny-cpu.yaml", later), tmp_path)
+    frozen = json.loads((tmp_path / "run.json").read_text())
+    del frozen["config"]["grpo"]["stop_format_share"]
+    (tmp_path / "run.json").write_text(json.dumps(frozen))
+    coder._check_run_json(load_config(ROOT / "configs" / "tiny-cpu.yaml", later), tmp_path)
+    with pytest.raises(ValueError, match=r"other settings \(grpo.lr\)"):
+        coder._check_run_json(load_config(ROOT / "configs" / "tiny-cpu.yaml", {**base, "grpo": {"lr": 0.5}}), tmp_path)

@@ -1,6 +1,7 @@
 """A batch without learning signal holds the weights (train/logs.py): the StepLog callback drops the gradients
 before `optimizer.step` when the reward's latest batch had no group whose rewards differ, inside the real
-transformers Trainer loop, and the step's line says `held`; a batch with signal, or the hold turned off, trains."""
+transformers Trainer loop, and the step's line says `held`; a batch with signal, or the hold turned off, trains.
+The same callback stops the run after two batches in a row with more format errors than `stop_format_share`."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from kernelzero.train.logs import StepLog  # noqa: E402
 from kernelzero.train.tiny import build_model, build_tokenizer  # noqa: E402
 
 
-def _info(rewards: list[float]) -> dict:
-    rows = [("t", r > 0, None, "correct" if r > 0 else "mismatch", 10) for r in rewards]
+def _info(rewards: list[float], wrong: str = "mismatch") -> dict:
+    rows = [("t", r > 0, None, "correct" if r > 0 else wrong, 10) for r in rewards]
     return {"rows": rows, "rewards": rewards, "gates": [False] * 2, "reward_called_at": 0.0, "verify_s": 0.0}
 
 
@@ -34,9 +35,10 @@ class _Dataset(torch.utils.data.Dataset):
         return {"input_ids": x, "labels": x}
 
 
-def _train(tmp_path, rewards: list[float], hold: bool) -> tuple[bool, list[dict]]:
+def _train(tmp_path, rewards: list[float], hold: bool, batches=None, stop: float = 0.0) -> tuple[bool, list[dict]]:
     """Train a tiny model two steps with the step log's callback after the reward reported `rewards` (two groups
-    of two); return whether every weight is bit-identical afterwards and the step lines."""
+    of two); return whether every weight is bit-identical afterwards and the step lines. With `batches` (the rewards
+    of each step's batch, its wrong samples `format_error`) as many steps, the callback stopping at `stop`."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     tok = build_tokenizer(["def forward(x):\n    return x * 2\n"] * 8, vocab_size=300)
@@ -45,12 +47,12 @@ def _train(tmp_path, rewards: list[float], hold: bool) -> tuple[bool, list[dict]
     log = StepLog(tmp_path, tensorboard=False)
 
     class Reward(TrainerCallback):  # what the reward function does at a batch's generation: report its statistics
-        def on_step_begin(self, *args, **kwargs):
-            log.on_reward(_info(rewards))
+        def on_step_begin(self, args, state, control, **kwargs):
+            log.on_reward(_info(batches[state.global_step], "format_error") if batches else _info(rewards))
 
     args = TrainingArguments(
         output_dir=str(tmp_path / "out"),
-        max_steps=2,
+        max_steps=len(batches) if batches else 2,
         per_device_train_batch_size=4,
         learning_rate=1e-2,
         logging_steps=1,
@@ -60,7 +62,9 @@ def _train(tmp_path, rewards: list[float], hold: bool) -> tuple[bool, list[dict]
         disable_tqdm=True,
     )
     ids = tok("def forward(x):\n    return x * 2\n")["input_ids"]
-    trainer = Trainer(model=model, args=args, train_dataset=_Dataset(ids), callbacks=[Reward(), log.callback(hold)])
+    trainer = Trainer(
+        model=model, args=args, train_dataset=_Dataset(ids), callbacks=[Reward(), log.callback(hold, stop)]
+    )
     trainer.train()
     same = all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     lines = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
@@ -83,3 +87,18 @@ def test_a_group_with_signal_trains(tmp_path):
 def test_the_hold_turned_off_trains_on_what_is_left(tmp_path):
     same, lines = _train(tmp_path, [0.0, 0.0, 0.0, 0.0], hold=False)
     assert not same and not any("held" in x for x in lines)
+
+
+def test_two_batches_in_a_row_with_too_many_format_errors_stop_the_run(tmp_path):
+    """`grpo.stop_format_share` (2026-12-07: a call's batches went from 7 to 29 of 128 `format_error` as GRPO drifted):
+    at 0.3, a batch under it, one over, one under (the count starts again), then two over: the run stops after the
+    fifth of seven steps, and that step's line says why; the share 0 (off) runs all seven."""
+    quarter, half = [0.0, 1.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]  # rewards; each 0.0 is a format error
+    batches = [quarter, half, quarter, half, half, quarter, quarter]
+    _, lines = _train(tmp_path / "on", [], hold=False, batches=batches, stop=0.3)
+    counts = [x["statuses"]["format_error"] for x in lines]
+    assert [x["step"] for x in lines] == [1, 2, 3, 4, 5] and counts == [1, 2, 1, 2, 2]
+    assert [("stopped" in x) for x in lines] == [False] * 4 + [True]
+    assert lines[-1]["stopped"] == "format_error above 0.3 of two batches in a row (0.500 of this one)"
+    _, lines = _train(tmp_path / "off", [], hold=False, batches=batches, stop=0.0)
+    assert len(lines) == 7 and not any("stopped" in x for x in lines)

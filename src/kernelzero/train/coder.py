@@ -37,7 +37,8 @@ from kernelzero.train.reward import CoderReward, run_reward
 from kernelzero.types import Task
 
 # config keys a resumed run may change: how long it trains, how it is evaluated, where it runs (and the folder moves)
-MUTABLE = {"grpo": ("steps", "max_minutes"), **dict.fromkeys(("eval", "verifier", "device", "cpu_threads", "run_dir"))}
+MUTABLE: dict[str, tuple | None] = dict.fromkeys(("eval", "verifier", "device", "cpu_threads", "run_dir"))  # all
+MUTABLE["grpo"] = ("steps", "max_minutes", "stop_format_share")  # of the section, these keys only
 
 
 def _log(msg: str) -> None:
@@ -100,9 +101,7 @@ def _is_main() -> bool:
 def device_of(cfg: CoderTrainConfig) -> str:
     import torch
 
-    if cfg.device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return cfg.device
+    return ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
 
 
 def prepare_policy(cfg: CoderTrainConfig, run: Path, splits: dict, solutions: dict[str, str]) -> Path:
@@ -304,7 +303,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         processing_class=tok,
         peft_config=lora_config(cfg),
         callbacks=[
-            log.callback(cfg.grpo.hold_without_signal),
+            log.callback(cfg.grpo.hold_without_signal, cfg.grpo.stop_format_share),
             TimeBudget(cfg.grpo.max_minutes, per_batch=cfg.grpo.num_iterations),
         ]
         + anchor_callbacks(cfg, run, splits, tok, log),

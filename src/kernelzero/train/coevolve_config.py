@@ -181,6 +181,7 @@ def validate_proposer(p: ProposerConfig, loop: LoopSettings, where: str) -> None
         (s.samples >= 1 and s.max_tokens >= 1 and s.batch_size >= 1, "proposer.solve: samples, max_tokens >= 1"),
         (s.samples >= 2 or r.form != "unbiased", "proposer.solve.samples must be >= 2 for the unbiased form"),
         (g.group_size >= 2 and g.steps >= 1, "proposer.grpo: group_size >= 2 and steps >= 1"),
+        (not g.stop_format_share, "proposer.grpo.stop_format_share: the Coder's drift stop (its grpo section)"),
         (p.admission.device in ("auto", "cpu", "cuda"), "proposer.admission.device: auto, cpu or cuda"),
         (p.admission.jobs >= 1, "proposer.admission.jobs must be >= 1"),
         (p.warm_start_sets >= 1, "proposer.warm_start_sets must be >= 1"),

@@ -99,6 +99,7 @@ class GRPOSettings:
     num_iterations: int = 1  # updates per generation batch (mu)
     mask_truncated: bool = False  # TRL's mask_truncated_completions: a completion cut at the length limit adds no loss
     hold_without_signal: bool = True  # skip the updates of a batch whose groups all have equal rewards (train/logs.py)
+    stop_format_share: float = 0.0  # > 0: stop after two batches in a row with more format_error (train/logs.py)
     anchor_tasks: int = 0  # log the NLL of this many held-out tasks' known kernels every step (train/drift.py)
     gradient_accumulation_steps: int = 1  # micro-batches of a step's update (a step: prompts x group completions)
     lora: dict[str, Any] | None = None  # None: full fine-tuning; else peft LoraConfig fields (r, lora_alpha, ...)
@@ -318,6 +319,7 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
         (g.lr > 0 and cfg.warm_start.lr > 0, "learning rates must be > 0"),
         (g.adam_epsilon > 0 and cfg.warm_start.adam_epsilon > 0, "grpo.adam_epsilon must be > 0 (and warm_start's)"),
         (g.save_steps >= 1 and g.anchor_tasks >= 0, "grpo.save_steps must be >= 1, grpo.anchor_tasks >= 0"),
+        (0.0 <= g.stop_format_share < 1.0, "grpo.stop_format_share must lie in [0, 1) (0: off)"),
         (
             g.num_iterations >= 1 and g.epsilon > 0 and g.save_steps % max(1, g.num_iterations) == 0,
             "grpo: num_iterations >= 1, epsilon > 0, save_steps a multiple of num_iterations (a resume starts a batch)",
@@ -345,14 +347,11 @@ def validate(cfg: CoderTrainConfig, where: str = "config") -> CoderTrainConfig:
     for ok, message in checks + _backend_checks(cfg):
         if not ok:
             raise ValueError(f"{where}: {message}")
-    refused = service_refusals(v.options) if v.via == "http" else []
-    if refused:
+    if refused := service_refusals(v.options) if v.via == "http" else []:
         raise ValueError(f"{where}: the verification service (verifier.via http) would refuse: " + "; ".join(refused))
-    if g.lora is not None:
-        known = {"r", "lora_alpha", "lora_dropout", "target_modules", "bias"}
-        unknown = sorted(set(g.lora) - known)
-        if unknown:
-            raise ValueError(f"{where}.grpo.lora: unknown key(s) {unknown}; valid: {sorted(known)}")
+    known = {"r", "lora_alpha", "lora_dropout", "target_modules", "bias"}
+    if unknown := sorted(set(g.lora or {}) - known):
+        raise ValueError(f"{where}.grpo.lora: unknown key(s) {unknown}; valid: {sorted(known)}")
     return cfg
 
 

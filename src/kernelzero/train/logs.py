@@ -22,6 +22,12 @@ gradient of norm 1e-4 into a change of about the learning rate on every weight: 
 whose 128 samples a batch were all `format_error` moved its weights by 3.8e-3 (relative L2) over 72 steps, reward 0
 throughout (H100, 2026-12-06, bench/train.md). Every process sees the gathered batch's statistics, so all hold
 together. The Proposer's phase (one process) holds the same way on its step's Frontier Rewards.
+
+`StepLog.callback(stop_format_share=S)` (S > 0, the Coder's `grpo.stop_format_share`) stops the run cleanly, with a
+checkpoint, after two generated batches in a row each with more than S of its samples `format_error`, and that step's
+line says why (`stopped`): a policy drifting off the format it was warm-started on. On 2026-12-07 the miniature's GRPO
+on a weak warm start raised its batches' format errors from 7 to 14, 22, 29, 14 and 28 of 128 in one call and lost
+held-out ground (bench/train.md, thirty-seventh session); the call's last batches were device time spent on drift.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ class StepLog:
         self.batch_step: int | None = None  # the step that generated the batch the latest step trained on
         self.signal: int | None = None  # groups with signal in the latest generated batch (None: not known)
         self.held = False  # the latest optimizer step was skipped (no signal)
+        self.format_streak = 0  # generated batches in a row above `stop_format_share` of format errors
 
     def truncate(self, last_step: int) -> None:
         """Keep only the lines of steps <= `last_step` (a resume from that checkpoint redoes the rest)."""
@@ -151,14 +158,25 @@ class StepLog:
             self.writer.close()
             self.writer = None
 
-    def callback(self, hold_without_signal: bool = False) -> TrainerCallback:
-        return _StepLogCallback(self, hold_without_signal)
+    def drifting(self, share: float) -> str:
+        """After a step that generated its batch (`pending` set): why the run should stop ('' to go on), the
+        second batch in a row with more than `share` of its samples `format_error`; said in the step's line too."""
+        got = self.pending.get("statuses", {}).get("format_error", 0) / max(1, self.pending.get("samples", 0))
+        self.format_streak = self.format_streak + 1 if got > share else 0
+        if self.format_streak < 2:
+            return ""
+        self.extra["stopped"] = f"format_error above {share:g} of two batches in a row ({got:.3f} of this one)"
+        return self.extra["stopped"]
+
+    def callback(self, hold_without_signal: bool = False, stop_format_share: float = 0.0) -> TrainerCallback:
+        return _StepLogCallback(self, hold_without_signal, stop_format_share)
 
 
 class _StepLogCallback(TrainerCallback):
-    def __init__(self, log: StepLog, hold_without_signal: bool = False):
+    def __init__(self, log: StepLog, hold_without_signal: bool = False, stop_format_share: float = 0.0):
         self.log = log
         self.hold = hold_without_signal
+        self.stop_share = stop_format_share
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if self.hold and self.log.signal == 0 and model is not None:
@@ -172,6 +190,9 @@ class _StepLogCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.step_ended = time.time()
+        if self.stop_share > 0 and self.log.pending and self.log.drifting(self.stop_share):
+            print(f"[grpo] stop at step {state.global_step}: {self.log.extra['stopped']}", flush=True)
+            control.should_training_stop = control.should_save = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if logs and "loss" in logs and state.is_world_process_zero:
