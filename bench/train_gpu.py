@@ -222,8 +222,11 @@ def _miniature(args: argparse.Namespace) -> None:
 
 def drift_stop(run: Path, step: int) -> str:
     """Why GRPO stopped at `step`, when the drift stop (`grpo.stop_format_share`, train/logs.py) stopped it ('' when
-    it did not): that step's line in steps.jsonl says so."""
-    return next((r.get("stopped", "") for r in read_jsonl(run / "steps.jsonl") if r.get("step") == step), "")
+    it did not): the line of the step that generated `step`'s batch says so (its own, or with grpo.num_iterations > 1
+    the batch's first)."""
+    rows = read_jsonl(run / "steps.jsonl")
+    batch = next((r.get("batch_step") for r in rows if r.get("step") == step), None)
+    return next((r["stopped"] for r in rows if r.get("step") == batch and "stopped" in r), "")
 
 
 def _points(args: argparse.Namespace, cfg, run: Path, splits: dict, label: str, step: int, policy=None) -> None:

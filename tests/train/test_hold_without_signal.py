@@ -35,10 +35,11 @@ class _Dataset(torch.utils.data.Dataset):
         return {"input_ids": x, "labels": x}
 
 
-def _train(tmp_path, rewards: list[float], hold: bool, batches=None, stop: float = 0.0) -> tuple[bool, list[dict]]:
+def _train(tmp_path, rewards: list[float], hold: bool, batches=None, stop=0.0, per_batch=1) -> tuple[bool, list]:
     """Train a tiny model two steps with the step log's callback after the reward reported `rewards` (two groups
     of two); return whether every weight is bit-identical afterwards and the step lines. With `batches` (the rewards
-    of each step's batch, its wrong samples `format_error`) as many steps, the callback stopping at `stop`."""
+    of each generated batch, its wrong samples `format_error`, each trained on `per_batch` steps) that many batches,
+    the callback stopping at `stop`."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     tok = build_tokenizer(["def forward(x):\n    return x * 2\n"] * 8, vocab_size=300)
@@ -48,11 +49,14 @@ def _train(tmp_path, rewards: list[float], hold: bool, batches=None, stop: float
 
     class Reward(TrainerCallback):  # what the reward function does at a batch's generation: report its statistics
         def on_step_begin(self, args, state, control, **kwargs):
-            log.on_reward(_info(batches[state.global_step], "format_error") if batches else _info(rewards))
+            if not batches:
+                log.on_reward(_info(rewards))
+            elif state.global_step % per_batch == 0:  # a generating step; the others reuse its batch
+                log.on_reward(_info(batches[state.global_step // per_batch], "format_error"))
 
     args = TrainingArguments(
         output_dir=str(tmp_path / "out"),
-        max_steps=len(batches) if batches else 2,
+        max_steps=len(batches) * per_batch if batches else 2,
         per_device_train_batch_size=4,
         learning_rate=1e-2,
         logging_steps=1,
@@ -63,7 +67,7 @@ def _train(tmp_path, rewards: list[float], hold: bool, batches=None, stop: float
     )
     ids = tok("def forward(x):\n    return x * 2\n")["input_ids"]
     trainer = Trainer(
-        model=model, args=args, train_dataset=_Dataset(ids), callbacks=[Reward(), log.callback(hold, stop)]
+        model=model, args=args, train_dataset=_Dataset(ids), callbacks=[Reward(), log.callback(hold, stop, per_batch)]
     )
     trainer.train()
     same = all(torch.equal(before[k], v) for k, v in model.state_dict().items())
@@ -102,3 +106,12 @@ def test_two_batches_in_a_row_with_too_many_format_errors_stop_the_run(tmp_path)
     assert lines[-1]["stopped"] == "format_error above 0.3 of two batches in a row (0.500 of this one)"
     _, lines = _train(tmp_path / "off", [], hold=False, batches=batches, stop=0.0)
     assert len(lines) == 7 and not any("stopped" in x for x in lines)
+
+
+def test_the_drift_stop_waits_for_the_last_update_of_its_batch(tmp_path):
+    """With two updates a batch (TRL's num_iterations), the stop found at the second batch's first step comes after
+    its second: the checkpoint then ends a batch, where a resume must start (TRL generates at a run's first step)."""
+    half = [0.0, 0.0, 1.0, 1.0]
+    _, lines = _train(tmp_path, [], hold=False, batches=[half, half, half], stop=0.3, per_batch=2)
+    assert [x["step"] for x in lines] == [1, 2, 3, 4] and [x["batch_step"] for x in lines] == [1, 1, 3, 3]
+    assert [("stopped" in x) for x in lines] == [False, False, True, False]

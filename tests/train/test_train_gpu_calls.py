@@ -195,16 +195,17 @@ def test_a_grpo_batch_is_estimated_at_the_run_s_longest(tmp_path):
 
 
 def test_a_call_learns_from_the_step_log_whether_the_drift_stop_ended_its_grpo(tmp_path):
-    """`drift_stop(run, step)`: the reason on the line of the step GRPO ended at (then a --no-point call takes its
-    point after all: its GRPO time is unspent); '' where that step's line has none, or an earlier call's stop only."""
+    """`drift_stop(run, step)`: the reason on the line of the step that generated the batch GRPO ended on (then a
+    --no-point call takes its point after all: its GRPO time is unspent); '' for any other batch's last step."""
     train_gpu = _train_gpu()
     run = tmp_path / "run"
     run.mkdir()
     assert train_gpu.drift_stop(run, 4) == ""  # no steps.jsonl yet
     why = "format_error above 0.12 of two batches in a row (0.219 of this one)"
-    rows = [{"step": 4, "stopped": why}, {"step": 5}, {"step": 9, "stopped": why}]
+    rows = [{"step": 1, "batch_step": 1}, {"step": 2, "batch_step": 1}, {"step": 3, "batch_step": 3, "stopped": why}]
+    rows += [{"step": 4, "batch_step": 3}, {"step": 5, "batch_step": 5}, {"step": 6, "batch_step": 5}]
     (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert [train_gpu.drift_stop(run, step) for step in (4, 5, 8, 9)] == [why, "", "", why]
+    assert [train_gpu.drift_stop(run, step) for step in (2, 3, 4, 6, 9)] == ["", why, why, "", ""]
 
 
 def test_no_point_gives_the_point_s_time_to_grpo():

@@ -303,7 +303,7 @@ def run_grpo(cfg: CoderTrainConfig, run: Path, start: Path, splits: dict[str, li
         processing_class=tok,
         peft_config=lora_config(cfg),
         callbacks=[
-            log.callback(cfg.grpo.hold_without_signal, cfg.grpo.stop_format_share),
+            log.callback(cfg.grpo.hold_without_signal, cfg.grpo.stop_format_share, cfg.grpo.num_iterations),
             TimeBudget(cfg.grpo.max_minutes, per_batch=cfg.grpo.num_iterations),
         ]
         + anchor_callbacks(cfg, run, splits, tok, log),

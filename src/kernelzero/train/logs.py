@@ -24,9 +24,10 @@ throughout (H100, 2026-12-06, bench/train.md). Every process sees the gathered b
 together. The Proposer's phase (one process) holds the same way on its step's Frontier Rewards.
 
 `StepLog.callback(stop_format_share=S)` (S > 0, the Coder's `grpo.stop_format_share`) stops the run cleanly, with a
-checkpoint, after two generated batches in a row each with more than S of its samples `format_error`, and that step's
-line says why (`stopped`): a policy drifting off the format it was warm-started on. On 2026-12-07 the miniature's GRPO
-on a weak warm start raised its batches' format errors from 7 to 14, 22, 29, 14 and 28 of 128 in one call and lost
+checkpoint, after two generated batches in a row each with more than S of its samples `format_error` (after the last
+update of the second, `per_batch` being TRL's num_iterations), and the line of the step that generated that batch
+says why (`stopped`): a policy drifting off the format it was warm-started on. On 2026-12-07 the miniature's GRPO on
+a weak warm start raised its batches' format errors from 7 to 14, 22, 29, 14 and 28 of 128 in one call and lost
 held-out ground (bench/train.md, thirty-seventh session); the call's last batches were device time spent on drift.
 """
 
@@ -168,15 +169,17 @@ class StepLog:
         self.extra["stopped"] = f"format_error above {share:g} of two batches in a row ({got:.3f} of this one)"
         return self.extra["stopped"]
 
-    def callback(self, hold_without_signal: bool = False, stop_format_share: float = 0.0) -> TrainerCallback:
-        return _StepLogCallback(self, hold_without_signal, stop_format_share)
+    def callback(self, hold_without_signal: bool = False, stop_format_share: float = 0.0, per_batch: int = 1) -> Any:
+        return _StepLogCallback(self, hold_without_signal, stop_format_share, per_batch)
 
 
 class _StepLogCallback(TrainerCallback):
-    def __init__(self, log: StepLog, hold_without_signal: bool = False, stop_format_share: float = 0.0):
+    def __init__(self, log: StepLog, hold: bool = False, stop_share: float = 0.0, per_batch: int = 1):
         self.log = log
-        self.hold = hold_without_signal
-        self.stop_share = stop_format_share
+        self.hold = hold
+        self.stop_share = stop_share
+        self.per_batch = max(1, per_batch)  # TRL's num_iterations: a drift stop waits for the batch's last update
+        self.stop_at: int | None = None  # the step after which the drift stop ends the run
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if self.hold and self.log.signal == 0 and model is not None:
@@ -191,7 +194,9 @@ class _StepLogCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.step_ended = time.time()
         if self.stop_share > 0 and self.log.pending and self.log.drifting(self.stop_share):
-            print(f"[grpo] stop at step {state.global_step}: {self.log.extra['stopped']}", flush=True)
+            self.stop_at = state.global_step + self.per_batch - 1  # a resume then starts a batch, as TRL expects
+            print(f"[grpo] stop after step {self.stop_at}: {self.log.extra['stopped']}", flush=True)
+        if self.stop_at is not None and state.global_step >= self.stop_at:
             control.should_training_stop = control.should_save = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
