@@ -206,8 +206,9 @@ def _miniature(args: argparse.Namespace) -> None:
         final = coder.run_grpo(cfg, run, start, splits)
         step = int((final / "step.txt").read_text())
         label = f"GRPO call {args.call}"
-        if no_point and drift_stop(run, step):  # the drift stop ended GRPO early: its point now, not in a later call
-            print(f"[call {args.call}] GRPO stopped at step {step} ({drift_stop(run, step)}): its point follows")
+        why = drift_stop(run, step) if no_point else ""
+        if why:  # the drift stop ended GRPO early: its point now, not in a later call
+            print(f"[call {args.call}] GRPO stopped at step {step} ({why}): its point follows")
             no_point = False
         if no_point:
             print(f"[call {args.call}] no pass@1 point after this call's GRPO (its time went to steps)")

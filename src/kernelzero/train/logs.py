@@ -88,7 +88,6 @@ class StepLog:
         self.batch_step: int | None = None  # the step that generated the batch the latest step trained on
         self.signal: int | None = None  # groups with signal in the latest generated batch (None: not known)
         self.held = False  # the latest optimizer step was skipped (no signal)
-        self.format_streak = 0  # generated batches in a row above `stop_format_share` of format errors
 
     def truncate(self, last_step: int) -> None:
         """Keep only the lines of steps <= `last_step` (a resume from that checkpoint redoes the rest)."""
@@ -159,17 +158,9 @@ class StepLog:
             self.writer.close()
             self.writer = None
 
-    def drifting(self, share: float) -> str:
-        """After a step that generated its batch (`pending` set): why the run should stop ('' to go on), the
-        second batch in a row with more than `share` of its samples `format_error`; said in the step's line too."""
-        got = self.pending.get("statuses", {}).get("format_error", 0) / max(1, self.pending.get("samples", 0))
-        self.format_streak = self.format_streak + 1 if got > share else 0
-        if self.format_streak < 2:
-            return ""
-        self.extra["stopped"] = f"format_error above {share:g} of two batches in a row ({got:.3f} of this one)"
-        return self.extra["stopped"]
-
-    def callback(self, hold_without_signal: bool = False, stop_format_share: float = 0.0, per_batch: int = 1) -> Any:
+    def callback(
+        self, hold_without_signal: bool = False, stop_format_share: float = 0.0, per_batch: int = 1
+    ) -> TrainerCallback:
         return _StepLogCallback(self, hold_without_signal, stop_format_share, per_batch)
 
 
@@ -179,6 +170,7 @@ class _StepLogCallback(TrainerCallback):
         self.hold = hold
         self.stop_share = stop_share
         self.per_batch = max(1, per_batch)  # TRL's num_iterations: a drift stop waits for the batch's last update
+        self.streak = 0  # generated batches in a row with more than `stop_share` of their samples format_error
         self.stop_at: int | None = None  # the step after which the drift stop ends the run
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
@@ -193,9 +185,14 @@ class _StepLogCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.log.step_ended = time.time()
-        if self.stop_share > 0 and self.log.pending and self.log.drifting(self.stop_share):
-            self.stop_at = state.global_step + self.per_batch - 1  # a resume then starts a batch, as TRL expects
-            print(f"[grpo] stop after step {self.stop_at}: {self.log.extra['stopped']}", flush=True)
+        batch = self.log.pending  # set only on a step that generated and verified its batch
+        if self.stop_share > 0 and batch:
+            got = batch.get("statuses", {}).get("format_error", 0) / max(1, batch.get("samples", 0))
+            self.streak = self.streak + 1 if got > self.stop_share else 0
+            if self.streak == 2:  # said on this step's line; a resume then starts a batch, as TRL expects
+                why = f"format_error above {self.stop_share:g} of two batches in a row ({got:.3f} of this one)"
+                self.log.extra["stopped"], self.stop_at = why, state.global_step + self.per_batch - 1
+                print(f"[grpo] stop after step {self.stop_at}: {why}", flush=True)
         if self.stop_at is not None and state.global_step >= self.stop_at:
             control.should_training_stop = control.should_save = True
 
