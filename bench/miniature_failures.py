@@ -17,7 +17,10 @@ first class that covers it:
 | structure | anything else: loads, signature, launch, the module around the kernel |
 
 Prints, for each point, the classes of the correct and of the other samples, and for the others the most frequent
-(task's ops, class) pairs, so a flat curve can be read as what the policy keeps getting wrong.
+(task's ops, class) pairs, so a flat curve can be read as what the policy keeps getting wrong; then the samples by
+their task's reduction against the reduction their store writes (`store_reduction`): whether the policy reads the
+reduction off the module at all, a skill every API set shares (the 1,000-step warm start of 2026-12-08 wrote a sum
+for every max task, greedy).
 """
 
 from __future__ import annotations
@@ -112,7 +115,39 @@ def summarise(samples: list[dict], tasks: dict) -> list[str]:
             "Commonest failures (task's chain, class): "
             + "; ".join(f"{k[0]} [{k[1]}] x{n}" for k, n in ops.most_common(8)),
             "",
+            *reduction_table(found),
+            "",
         ]
+    return out
+
+
+def store_reduction(text: str) -> str:
+    """The reduction a sample's kernel stores: max, mean (a sum over n_cols), sum, none (a store without one), or
+    "no store" (no `tl.store(` line)."""
+    stores = [line for line in text.splitlines() if "tl.store(" in line]
+    if not stores:
+        return "no store"
+    line = stores[-1]
+    if "tl.max(" in line:
+        return "max"
+    if "tl.sum(" in line:
+        return "mean" if "/ n_cols" in line else "sum"
+    return "none"
+
+
+STORED = ("sum", "mean", "max", "none", "no store")
+
+
+def reduction_table(found: list[tuple[dict, object]]) -> list[str]:
+    """Markdown lines: per task reduction, its samples, how many are correct, and the reductions their stores write."""
+    out = ["| task's reduction | samples | correct | " + " | ".join(f"stores {r}" for r in STORED) + " |"]
+    out.append("|---" * (3 + len(STORED)) + "|")
+    for reduction in ("max", "mean", "sum", "none"):
+        rows = [s for s, t in found if (t.reduction or "none") == reduction]
+        if rows:
+            stored = Counter(store_reduction(s["text"]) for s in rows)
+            right = sum(1 for s in rows if s["status"] == "correct")
+            out.append(f"| {reduction} | {len(rows)} | {right} | " + " | ".join(str(stored[r]) for r in STORED) + " |")
     return out
 
 

@@ -94,3 +94,28 @@ def test_the_sampling_study_counts_each_reduction_s_samples_by_class():
         "| mean | 1 | 0 | 1 | 0 | 0 | 0 | 0 |",
         "| none | 1 | 1 | 0 | 0 | 0 | 0 | 0 |",
     ]
+
+
+def test_the_reduction_table_counts_what_each_sample_stores_against_its_task_s_reduction():
+    """A max task answered with a sum's store is counted under max as `stores sum`; mean is a sum over n_cols."""
+    from kernelzero.train.miniature import make_tasks
+
+    tasks = make_tasks(80, seed=0, rows=4, cols=32)
+    by = {r: next(t for t in tasks if t.reduction == r) for r in ("max", "mean", "sum", "")}
+    as_sum = by["max"].solution.replace('float("-inf")', "0.0").replace("tl.max(x, axis=0)", "tl.sum(x, axis=0)")
+    assert [mf.store_reduction(by[r].solution) for r in ("max", "mean", "sum", "")] == ["max", "mean", "sum", "none"]
+    assert mf.store_reduction(as_sum) == "sum" and mf.store_reduction("no kernel at all") == "no store"
+    samples = [
+        ({"status": "correct", "text": fenced(by["max"].solution)}, by["max"]),
+        ({"status": "mismatch", "text": fenced(as_sum)}, by["max"]),
+        ({"status": "mismatch", "text": fenced(as_sum)}, by["max"]),
+        ({"status": "correct", "text": fenced(by["mean"].solution)}, by["mean"]),
+        ({"status": "format_error", "text": "no kernel at all"}, by[""]),
+    ]
+    rows = mf.reduction_table(samples)
+    assert rows[0].startswith("| task's reduction | samples | correct | stores sum | stores mean | stores max |")
+    assert rows[2:] == [
+        "| max | 3 | 1 | 2 | 0 | 1 | 0 | 0 |",
+        "| mean | 1 | 1 | 0 | 1 | 0 | 0 | 0 |",
+        "| none | 1 | 0 | 0 | 0 | 0 | 0 | 1 |",
+    ]
