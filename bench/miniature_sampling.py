@@ -91,21 +91,12 @@ def class_table(drawn, solutions: dict[str, str]) -> str:
     `miniature_failures.classify` class (a wrong reduction or mask is "reduction or mask")."""
     from collections import Counter
 
-    from miniature_failures import CLASSES, classify
-
-    from kernelzero.train.miniature import REDUCTIONS
-
-    # the suite's tasks carry no MiniTask fields: a task's reduction is the generator's kernel line its solution holds
-    # (the longest first: the mean's line holds the sum's)
-    lines_of = sorted(((line, name) for name, (_, _, line) in REDUCTIONS.items()), key=lambda x: -len(x[0]))
-
-    def reduction(kernel: str) -> str:
-        return next((name for line, name in lines_of if line in kernel), "none")
+    from miniature_failures import CLASSES, classify, store_reduction
 
     counts: dict[str, Counter] = {}
-    for task, text, _ in drawn:
+    for task, text, _ in drawn:  # the suite's tasks carry no MiniTask fields: the reduction is what the solution stores
         kernel = solutions[task.name]
-        counts.setdefault(reduction(kernel), Counter())[classify(kernel, text)] += 1
+        counts.setdefault(store_reduction(kernel), Counter())[classify(kernel, text)] += 1
     lines = ["| reduction | samples | " + " | ".join(CLASSES) + " |", "|---" * (len(CLASSES) + 2) + "|"]
     for red, c in sorted(counts.items()):
         lines.append(f"| {red} | {sum(c.values())} | " + " | ".join(str(c[k]) for k in CLASSES) + " |")
