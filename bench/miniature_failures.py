@@ -33,6 +33,10 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernelzero.train.miniature import MiniTask
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -138,7 +142,7 @@ def store_reduction(text: str) -> str:
 STORED = ("sum", "mean", "max", "none", "no store")
 
 
-def reduction_table(found: list[tuple[dict, object]]) -> list[str]:
+def reduction_table(found: list[tuple[dict, MiniTask]]) -> list[str]:
     """Markdown lines: per task reduction, its samples, how many are correct, and the reductions their stores write."""
     out = ["| task's reduction | samples | correct | " + " | ".join(f"stores {r}" for r in STORED) + " |"]
     out.append("|---" * (3 + len(STORED)) + "|")
